@@ -1,0 +1,195 @@
+/**
+ * Every setting of every vmplane process, read from the environment and validated once at
+ * start-up. A bad value stops the process with one line naming the variable and the problem.
+ *
+ * Each process reads only its own section: `apiConfig`, `workerConfig`, `agentConfig`,
+ * `stackConfig`. The README's settings table lists the same variables.
+ */
+import { cpus, totalmem } from 'node:os'
+import { resolve } from 'node:path'
+import { z } from 'zod'
+import { DEFAULT_STOP_GRACE_SECONDS } from '../domain/limits.js'
+
+type Env = Record<string, string | undefined>
+
+const port = z.coerce.number().int().min(1).max(65535)
+const seconds = z.coerce.number().positive()
+const count = z.coerce.number().int().positive()
+const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
+
+const DEFAULT_TEMPORAL_PORT = 7233
+
+const temporalSchema = z.object({
+  VMPLANE_TEMPORAL_ADDRESS: z.string().optional(),
+  VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
+  VMPLANE_TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  VMPLANE_TASK_QUEUE: z.string().min(1).default('vmplane')
+})
+
+const logSchema = z.object({
+  VMPLANE_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /** Human-readable logs (the dev stack turns this on); JSON lines otherwise. */
+  VMPLANE_LOG_PRETTY: flag.default(false)
+})
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+function parse<S extends z.ZodType> (schema: S, env: Env): z.infer<S> {
+  const result = schema.safeParse(env)
+  if (result.success) return result.data
+  const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`)
+  throw new ConfigError(`invalid configuration: ${problems.join('; ')}`)
+}
+
+export interface TemporalConfig {
+  address: string
+  namespace: string
+  taskQueue: string
+}
+
+export interface LogConfig {
+  level: string
+  pretty: boolean
+}
+
+function temporalConfig (env: Env): TemporalConfig {
+  const t = parse(temporalSchema, env)
+  return {
+    address: t.VMPLANE_TEMPORAL_ADDRESS ?? `127.0.0.1:${t.VMPLANE_TEMPORAL_PORT}`,
+    namespace: t.VMPLANE_TEMPORAL_NAMESPACE,
+    taskQueue: t.VMPLANE_TASK_QUEUE
+  }
+}
+
+function logConfig (env: Env): LogConfig {
+  const l = parse(logSchema, env)
+  return { level: l.VMPLANE_LOG_LEVEL, pretty: l.VMPLANE_LOG_PRETTY }
+}
+
+const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+
+export function apiConfig (env: Env = process.env) {
+  const a = parse(
+    z.object({
+      VMPLANE_API_HOST: z.string().default('127.0.0.1'),
+      VMPLANE_API_PORT: port.default(8080),
+      VMPLANE_API_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      DATABASE_URL: databaseUrl,
+      VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS)
+    }),
+    env
+  )
+  return {
+    host: a.VMPLANE_API_HOST,
+    port: a.VMPLANE_API_PORT,
+    token: a.VMPLANE_API_TOKEN,
+    databaseUrl: a.DATABASE_URL,
+    defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
+    temporal: temporalConfig(env),
+    log: logConfig(env)
+  }
+}
+export type ApiConfig = ReturnType<typeof apiConfig>
+
+export function workerConfig (env: Env = process.env) {
+  const w = parse(
+    z.object({
+      DATABASE_URL: databaseUrl,
+      VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
+      VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
+      VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(10)
+    }),
+    env
+  )
+  return {
+    databaseUrl: w.DATABASE_URL,
+    agentToken: w.VMPLANE_AGENT_TOKEN,
+    /** How long a new VMM may take to report `running` before it is killed. */
+    bootTimeoutMs: w.VMPLANE_BOOT_TIMEOUT_SECONDS * 1000,
+    /**
+     * How long after a stop's deadline the workflow kills the VMM itself. The agent kills at
+     * the deadline; this is the backstop for an agent that did not.
+     */
+    killBackstopMs: w.VMPLANE_KILL_BACKSTOP_SECONDS * 1000,
+    agentCallTimeoutMs: w.VMPLANE_AGENT_CALL_TIMEOUT_SECONDS * 1000,
+    temporal: temporalConfig(env),
+    log: logConfig(env)
+  }
+}
+export type WorkerConfig = ReturnType<typeof workerConfig>
+
+export function agentConfig (env: Env = process.env) {
+  const a = parse(
+    z.object({
+      VMPLANE_HOST_ID: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a lower-case name like host-1'),
+      VMPLANE_AGENT_HOST: z.string().default('127.0.0.1'),
+      VMPLANE_AGENT_PORT: port.default(7301),
+      VMPLANE_AGENT_URL: z.url().optional(),
+      VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      VMPLANE_AGENT_STATE_DIR: z.string().min(1),
+      VMPLANE_IMAGE_DIR: z.string().min(1),
+      VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
+      VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
+      VMPLANE_HOST_MEMORY_MIB: count.default(Math.floor(totalmem() / 1024 / 1024)),
+      VMPLANE_HEARTBEAT_SECONDS: seconds.default(5),
+      VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: seconds.default(5),
+      VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5)
+    }),
+    env
+  )
+  return {
+    hostId: a.VMPLANE_HOST_ID,
+    listenHost: a.VMPLANE_AGENT_HOST,
+    listenPort: a.VMPLANE_AGENT_PORT,
+    url: a.VMPLANE_AGENT_URL ?? `http://${a.VMPLANE_AGENT_HOST}:${a.VMPLANE_AGENT_PORT}`,
+    token: a.VMPLANE_AGENT_TOKEN,
+    stateDir: resolve(a.VMPLANE_AGENT_STATE_DIR),
+    imageDir: resolve(a.VMPLANE_IMAGE_DIR),
+    cloudHypervisor: a.VMPLANE_CLOUD_HYPERVISOR,
+    capacity: { vcpus: a.VMPLANE_HOST_VCPUS, memoryMiB: a.VMPLANE_HOST_MEMORY_MIB },
+    heartbeatMs: a.VMPLANE_HEARTBEAT_SECONDS * 1000,
+    powerButtonIntervalMs: a.VMPLANE_POWER_BUTTON_INTERVAL_SECONDS * 1000,
+    vmmCallTimeoutMs: a.VMPLANE_VMM_CALL_TIMEOUT_SECONDS * 1000,
+    temporal: temporalConfig(env),
+    log: logConfig(env)
+  }
+}
+export type AgentConfig = ReturnType<typeof agentConfig>
+
+export function stackConfig (env: Env = process.env) {
+  const s = parse(
+    z.object({
+      VMPLANE_DATA_DIR: z.string().min(1).default('.vmplane'),
+      VMPLANE_HOSTS: z.coerce.number().int().min(1).max(64).default(2),
+      VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
+      VMPLANE_TEMPORAL_UI_PORT: port.optional(),
+      VMPLANE_TEMPORAL_METRICS_PORT: port.optional(),
+      VMPLANE_PG_PORT: port.default(5433),
+      VMPLANE_API_PORT: port.default(8080),
+      VMPLANE_AGENT_PORT: port.default(7301),
+      DATABASE_URL: databaseUrl.optional(),
+      TEMPORAL_CLI: z.string().min(1).optional(),
+      VMPLANE_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+      VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional()
+    }),
+    env
+  )
+  return {
+    dataDir: resolve(s.VMPLANE_DATA_DIR),
+    hosts: s.VMPLANE_HOSTS,
+    temporalPort: s.VMPLANE_TEMPORAL_PORT,
+    temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
+    temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,
+    pgPort: s.VMPLANE_PG_PORT,
+    apiPort: s.VMPLANE_API_PORT,
+    agentBasePort: s.VMPLANE_AGENT_PORT,
+    databaseUrl: s.DATABASE_URL ?? null,
+    temporalCli: s.TEMPORAL_CLI ?? null,
+    apiToken: s.VMPLANE_API_TOKEN ?? null,
+    cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null
+  }
+}
+export type StackConfig = ReturnType<typeof stackConfig>

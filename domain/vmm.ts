@@ -1,0 +1,71 @@
+/**
+ * VMMs: one Cloud Hypervisor process running one VM of an instance on one host.
+ *
+ * A VMM is never reused: every start of an instance makes a new VMM with a new ID, chosen by
+ * the workflow and recorded before the host agent is asked to create it (I3). The host agent
+ * owns the truth about its VMMs and reports every change with a per-VMM generation; the
+ * control plane applies a report only if its generation is newer than the last one applied.
+ */
+
+export const VMM_STATES = [
+  'starting',
+  'running',
+  'rebooting',
+  'stopping',
+  'destroyed',
+  'failed',
+  'lost'
+] as const
+export type VmmState = (typeof VMM_STATES)[number]
+
+/**
+ * Terminal states: the VMM process is confirmed gone (`destroyed`, `failed`) or its host has been
+ * fenced by an operator (`lost`). Only then may another VMM of the same instance start (I6).
+ */
+export function isTerminalVmmState (state: VmmState): boolean {
+  return state === 'destroyed' || state === 'failed' || state === 'lost'
+}
+
+/** Why a VMM process ended, as the host agent observed it. */
+export const VMM_EXIT_CAUSES = [
+  /** The guest powered itself off: the VMM process exited 0 on its own. */
+  'guest-poweroff',
+  /** The control plane asked for the VMM to be destroyed, and the agent killed it. */
+  'killed',
+  /** A stop's grace period ran out, and the agent killed the VMM at the deadline. */
+  'stop-deadline',
+  /** The process exited with a non-zero code or was killed by a signal nobody sent. */
+  'crashed',
+  /** The VM could not be created or booted. */
+  'boot-failed',
+  /** The process is gone and how it ended is not known (it died while the agent was down). */
+  'vanished'
+] as const
+export type VmmExitCause = (typeof VMM_EXIT_CAUSES)[number]
+
+export interface VmmExit {
+  cause: VmmExitCause
+  code: number | null
+  signal: string | null
+}
+
+/** A VMM as the host agent reports it. */
+export interface VmmReport {
+  vmmId: string
+  instanceId: string
+  hostId: string
+  state: VmmState
+  /** Bumped by the agent on every observed change; stale reports are ignored. */
+  generation: number
+  observedAt: string
+  /** A sentence for people: what happened. */
+  reason: string | null
+  exit: VmmExit | null
+}
+
+/** Describes an exit for events and errors, e.g. "exited with code 3" or "killed by SIGSEGV". */
+export function describeExit (exit: VmmExit): string {
+  if (exit.signal !== null) return `killed by ${exit.signal}`
+  if (exit.code !== null) return `exited with code ${exit.code}`
+  return 'exit status unknown'
+}

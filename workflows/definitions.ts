@@ -1,0 +1,100 @@
+/**
+ * The contract between vmplane's workflows and everyone who starts or signals them: the API,
+ * the host agents and operators with `temporal`/`tctl`. Signal and query names are part of the
+ * operator interface; renaming one breaks runbooks.
+ *
+ * This module holds definitions only, so clients can import it without pulling in workflow code.
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow'
+import type { HostAnnouncement } from '../domain/host.js'
+import type { InstanceState } from '../domain/instance.js'
+import type { OperationKind } from '../domain/operation.js'
+import type { VmmReport } from '../domain/vmm.js'
+
+/** Workflow type names, as the API and the agents start them. */
+export const WORKFLOW_TYPES = {
+  create: 'createInstance',
+  start: 'startInstance',
+  stop: 'stopInstance',
+  reboot: 'rebootInstance',
+  delete: 'deleteInstance',
+  reports: 'applyVmmReports',
+  host: 'monitorHost'
+} as const satisfies Record<OperationKind | 'reports' | 'host', string>
+
+export interface OperationRequestBase {
+  operationId: string
+  instanceId: string
+  requestedAt: string
+}
+
+export interface CreateRequest extends OperationRequestBase {
+  kind: 'create'
+  /** Start the instance once it is created. */
+  start: boolean
+}
+
+export interface StartRequest extends OperationRequestBase {
+  kind: 'start'
+}
+
+export interface RebootRequest extends OperationRequestBase {
+  kind: 'reboot'
+}
+
+export interface StopRequest extends OperationRequestBase {
+  kind: 'stop'
+  /** Seconds the guest gets to power off before its VMM is killed; null: the instance's own. */
+  graceSeconds: number | null
+}
+
+export interface DeleteRequest extends OperationRequestBase {
+  kind: 'delete'
+  graceSeconds: number | null
+}
+
+export type OperationRequest = CreateRequest | StartRequest | RebootRequest | StopRequest | DeleteRequest
+export type HaltRequest = StopRequest | DeleteRequest
+
+export interface ApplyReportsInput {
+  instanceId: string
+}
+
+/** A host agent reports a VMM's state; the instance's running workflow consumes it. */
+export const vmmReportSignal = defineSignal<[VmmReport]>('vmmReport')
+
+/**
+ * A stop or delete, delivered with signalWithStart: whatever execution runs for the instance
+ * receives it and switches to the stop path (preemption), so a stop never waits behind a start.
+ */
+export const haltRequestedSignal = defineSignal<[HaltRequest]>('haltRequested')
+
+/**
+ * A start or reboot handed to the execution that is applying host reports, which runs it next
+ * (by continuing as new) instead of making the user's request fail with a conflict.
+ */
+export const operationRequestedSignal = defineSignal<[StartRequest | RebootRequest]>('operationRequested')
+
+/** What an operator sees with `temporal workflow query --name state`. */
+export interface InstanceWorkflowState {
+  instanceId: string
+  /** The operation this execution is running, or `reports` when it only applies host reports. */
+  operation: OperationKind | 'reports'
+  operationId: string | null
+  state: InstanceState | null
+  phase: string
+  vmmId: string | null
+  hostId: string | null
+  stopDeadline: string | null
+  pendingReports: number
+}
+export const stateQuery = defineQuery<InstanceWorkflowState>('state')
+
+/** A host agent's heartbeat; it also registers the host on first contact. */
+export const hostHeartbeatSignal = defineSignal<[HostAnnouncement]>('hostHeartbeat')
+
+export interface MonitorHostInput {
+  hostId: string
+  /** Carried across continue-as-new, so a restart of the monitor does not forget the host. */
+  lastAnnouncement: HostAnnouncement | null
+}
