@@ -1,0 +1,93 @@
+/**
+ * The host agent, assembled: state directory, VMM supervisor, report outbox, heartbeat and HTTP
+ * API. `startAgent` brings them up in the order that keeps the invariants: the state directory
+ * is claimed before any VMM is touched, every VMM is adopted or accounted for before the API
+ * takes requests, and Temporal is never waited for.
+ *
+ * `close` stops the agent and leaves every VMM process running: a restarted agent adopts them.
+ */
+import type { FastifyInstance } from 'fastify'
+import type { Logger } from 'pino'
+import type { AgentConfig } from '../config/index.js'
+import { buildAgentApp } from './http/app.js'
+import { ImageResolver } from './images.js'
+import { Heartbeat } from './reports/heartbeat.js'
+import { ReportOutbox } from './reports/outbox.js'
+import { TemporalGateway } from './reports/temporal.js'
+import { claimStateDir, findExecutable } from './state-dir.js'
+import { RecordStore } from './store/record-store.js'
+import { Supervisor } from './supervisor/supervisor.js'
+
+/** How often a VMM adopted from an earlier agent is checked in /proc. */
+const ADOPTED_PROCESS_POLL_MS = 1000
+/** How long a new VMM's API may take to come up (Kata waits 10 s too). */
+const API_READY_TIMEOUT_MS = 10_000
+/** How long a kill waits for the process to exit before the caller is asked to retry. */
+const KILL_WAIT_MS = 10_000
+
+export interface RunningAgent {
+  app: FastifyInstance
+  supervisor: Supervisor
+  outbox: ReportOutbox
+  close: () => Promise<void>
+}
+
+export async function startAgent (config: AgentConfig, log: Logger): Promise<RunningAgent> {
+  const releaseStateDir = await claimStateDir(config.stateDir)
+  const cloudHypervisor = await findExecutable(config.cloudHypervisor)
+  log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir }, 'host agent starting')
+
+  const temporal = new TemporalGateway(config.temporal)
+  const outbox = new ReportOutbox(
+    { hostId: config.hostId, retryMaxMs: config.reportRetryMaxMs },
+    async (report) => { await temporal.sendReport(report) },
+    log
+  )
+  const supervisor = new Supervisor({
+    settings: {
+      hostId: config.hostId,
+      cloudHypervisor,
+      vmmCallTimeoutMs: config.vmmCallTimeoutMs,
+      vmmPingIntervalMs: config.vmmPingIntervalMs,
+      powerButtonIntervalMs: config.powerButtonIntervalMs,
+      processPollMs: ADOPTED_PROCESS_POLL_MS,
+      apiReadyTimeoutMs: API_READY_TIMEOUT_MS,
+      killWaitMs: KILL_WAIT_MS
+    },
+    store: new RecordStore(config.stateDir),
+    images: new ImageResolver(config.imageDir),
+    log,
+    onChange: (vmm) => { outbox.notify(vmm) }
+  })
+  await supervisor.start()
+  outbox.resendAll(supervisor.all())
+
+  const startedAt = new Date().toISOString()
+  const app = await buildAgentApp(config.token, log, {
+    supervisor,
+    health: { status: 'ok', hostId: config.hostId, startedAt }
+  })
+  await app.listen({ host: config.listenHost, port: config.listenPort })
+
+  const heartbeat = new Heartbeat(
+    { hostId: config.hostId, agentUrl: config.url, capacity: config.capacity, agentStartedAt: startedAt },
+    config.heartbeatMs,
+    async (announcement) => { await temporal.sendHeartbeat(announcement) },
+    log
+  )
+  heartbeat.start()
+
+  return {
+    app,
+    supervisor,
+    outbox,
+    async close () {
+      heartbeat.stop()
+      await app.close()
+      outbox.stop()
+      supervisor.release()
+      await temporal.close()
+      await releaseStateDir()
+    }
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Starting a VMM process, the way Kata and the Cloud Hypervisor docs do it: no VM on the
+ * command line, only the API socket, the event monitor, the log file and `-v`; the VM is
+ * created and booted through the REST API afterwards.
+ *
+ * The process runs in its own session and process group (`detached`), with stdio ignored and
+ * no shell, so it outlives the agent that started it and one SIGKILL to the group ends it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { join } from 'node:path'
+
+/** The files of one VMM, all inside its directory. */
+export interface VmmPaths {
+  dir: string
+  apiSocket: string
+  events: string
+  log: string
+  serial: string
+}
+
+export function vmmPaths (dir: string): VmmPaths {
+  return {
+    dir,
+    apiSocket: join(dir, 'api.sock'),
+    events: join(dir, 'events'),
+    log: join(dir, 'ch.log'),
+    serial: join(dir, 'serial.log')
+  }
+}
+
+export function vmmArguments (paths: VmmPaths): string[] {
+  return [
+    '--api-socket', `path=${paths.apiSocket}`,
+    '--event-monitor', `path=${paths.events}`,
+    '--log-file', paths.log,
+    '-v'
+  ]
+}
+
+export function launchVmm (binary: string, paths: VmmPaths): ChildProcess {
+  const child = spawn(binary, vmmArguments(paths), {
+    cwd: paths.dir,
+    detached: true,
+    stdio: 'ignore',
+    shell: false
+  })
+  // The agent must be able to exit (or restart) while its VMMs live on.
+  child.unref()
+  return child
+}
+
+/**
+ * The API socket path of a cloud-hypervisor command line (argv from /proc/<pid>/cmdline), or
+ * null when it is not one: the agent uses it to recognise the VMM processes it started.
+ */
+export function apiSocketOfCommandLine (argv: readonly string[]): string | null {
+  const program = argv[0]?.split('/').pop() ?? ''
+  if (!program.startsWith('cloud-hypervisor')) return null
+  for (let i = 1; i < argv.length; i++) {
+    const arg = argv[i]!
+    let value: string | undefined
+    if (arg === '--api-socket') value = argv[i + 1]
+    else if (arg.startsWith('--api-socket=')) value = arg.slice('--api-socket='.length)
+    if (value === undefined) continue
+    if (!value.includes('=')) return value
+    const path = value.split(',').find((part) => part.startsWith('path='))
+    return path === undefined ? null : path.slice('path='.length)
+  }
+  return null
+}

@@ -1,0 +1,31 @@
+/**
+ * The agent's Fastify application: zod validation and serialisation, bearer authentication,
+ * the `{error, message}` error bodies, and the routes.
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
+import type { Logger } from 'pino'
+import { bearerAuth } from './auth.js'
+import { errorHandler, notFoundHandler } from './error-handler.js'
+import { agentRoutes, type RouteOptions } from './routes.js'
+
+/** Requests are small JSON documents; anything larger is refused before it is parsed. */
+const BODY_LIMIT_BYTES = 64 * 1024
+
+export async function buildAgentApp (token: string, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
+  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: BODY_LIMIT_BYTES })
+  app.setValidatorCompiler(validatorCompiler)
+  app.setSerializerCompiler(serializerCompiler)
+  app.setErrorHandler(errorHandler)
+  app.setNotFoundHandler(notFoundHandler)
+  // A body-less request (DELETE, a reboot, a press without deadline) may still say it sends
+  // JSON; it has no body all the same, rather than an empty one that fails to parse.
+  app.addHook('onRequest', async (request) => {
+    const { headers } = request
+    const bodyless = headers['transfer-encoding'] === undefined && (headers['content-length'] ?? '0') === '0'
+    if (bodyless) delete headers['content-type']
+  })
+  app.addHook('onRequest', bearerAuth(token))
+  await app.register(agentRoutes, routes)
+  return app
+}

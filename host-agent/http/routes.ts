@@ -1,0 +1,57 @@
+/**
+ * The agent's HTTP API, exactly as `domain/host-agent-api.ts` documents it. Every parameter and
+ * body is validated with its zod schema before a handler runs, so a malformed or hostile
+ * request is refused before it can reach a VMM. A POST may come without a body (Fastify then
+ * hands over `null`): a press without deadline, a reboot.
+ */
+import { z } from 'zod'
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import {
+  agentHealthSchema,
+  ensureVmmRequestSchema,
+  powerButtonRequestSchema,
+  vmmIdParamsSchema,
+  vmmListSchema,
+  vmmViewSchema
+} from '../../domain/host-agent-api.js'
+import type { Supervisor } from '../supervisor/supervisor.js'
+
+export interface RouteOptions {
+  supervisor: Supervisor
+  health: z.infer<typeof agentHealthSchema>
+}
+
+export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { supervisor, health }) => {
+  const params = vmmIdParamsSchema
+  const view = { 200: vmmViewSchema }
+
+  app.get('/healthz', { schema: { response: { 200: agentHealthSchema } } }, async () => health)
+
+  app.get('/v1/vmms', { schema: { response: { 200: vmmListSchema } } }, async () => ({ items: supervisor.list() }))
+
+  app.get('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
+    return (await supervisor.get(request.params.id)).view()
+  })
+
+  app.put('/v1/vmms/:id', {
+    schema: { params, body: ensureVmmRequestSchema, response: { ...view, 201: vmmViewSchema } }
+  }, async (request, reply) => {
+    const { view, created } = await supervisor.ensure(request.params.id, request.body)
+    return await reply.code(created ? 201 : 200).send(view)
+  })
+
+  app.post('/v1/vmms/:id/power-button', {
+    schema: { params, body: powerButtonRequestSchema.nullish(), response: view }
+  }, async (request) => {
+    const deadline = request.body?.deadline
+    return await supervisor.pressPowerButton(request.params.id, deadline === undefined ? null : new Date(deadline))
+  })
+
+  app.post('/v1/vmms/:id/reboot', {
+    schema: { params, body: z.strictObject({}).nullish(), response: view }
+  }, async (request) => await supervisor.reboot(request.params.id))
+
+  app.delete('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
+    return await supervisor.destroy(request.params.id)
+  })
+}

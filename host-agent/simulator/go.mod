@@ -1,0 +1,3 @@
+module vmplane/host-agent/simulator
+
+go 1.22

@@ -1,0 +1,260 @@
+package main
+
+// The VMM: what the real program's VMM thread does, one action at a time.
+//
+// Theory of operation. `vmm.mu` stands for the real VMM thread: every API action, every guest
+// event (power-off, reset) and the SIGTERM/SIGINT handler take it, so a slow vm.boot or
+// vm.reboot stalls everything behind it exactly as it does in cloud-hypervisor, and a boot that
+// never returns (`sim.boot_ms=never`) leaves SIGKILL as the only way out. The guest is a set of
+// timers armed when it boots (guest.go); they fire into the same lock. Nothing polls: an idle
+// VMM is a process blocked in accept, read and signal wait.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// apiError is an error as the HTTP API reports it: a status and the error chain from the
+// outermost error to the root cause.
+type apiError struct {
+	status int
+	chain  []string
+}
+
+func (e *apiError) Error() string { return strings.Join(e.chain, ": ") }
+
+func apiErr(status int, chain ...string) *apiError {
+	return &apiError{status: status, chain: append([]string{"Error from API"}, chain...)}
+}
+
+// osErrorText renders an OS error the way Rust's io::Error displays it.
+func osErrorText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		text := errno.Error()
+		return fmt.Sprintf("%s%s (os error %d)", strings.ToUpper(text[:1]), text[1:], int(errno))
+	}
+	return err.Error()
+}
+
+type vmm struct {
+	mu           sync.Mutex
+	log          *logger
+	events       *eventMonitor
+	socketPath   string // removed on a clean exit; empty with --api-socket fd=
+	config       *vmConfig
+	serial       *os.File
+	guest        *guest // non-nil while a VM is booted
+	hangAPI      func()
+	rebootedOnce bool // the guest's own reboot (sim.guest_reboot_ms) happens once per process
+}
+
+const simulatorVersion = "54.0.0-vmplane-simulator"
+
+type pingResponse struct {
+	BuildVersion string   `json:"build_version"`
+	Version      string   `json:"version"`
+	Pid          int      `json:"pid"`
+	Features     []string `json:"features"`
+}
+
+func (v *vmm) ping() ([]byte, *apiError) {
+	return mustJSON(pingResponse{
+		BuildVersion: "v" + simulatorVersion,
+		Version:      simulatorVersion,
+		Pid:          os.Getpid(),
+		Features:     []string{"kvm"},
+	}), nil
+}
+
+func (v *vmm) create(body []byte) *apiError {
+	cfg, err := parseVMConfig(body, v.log)
+	if err != nil {
+		return &apiError{status: 400, chain: []string{"Failed to deserialize JSON", err.Error()}}
+	}
+	if v.config != nil {
+		return apiErr(500, "The VM could not be created", "VM is already created")
+	}
+	serial, err := cfg.openSerial()
+	if err != nil {
+		return apiErr(500, "The VM could not be created", "Error creating console devices",
+			"Error creating serial output file", osErrorText(err))
+	}
+	v.config, v.serial = cfg, serial
+	v.log.info("vmm/src/lib.rs", "VM created")
+	return nil
+}
+
+func (v *vmm) boot() *apiError {
+	v.events.emit("vm", "booting", nil)
+	switch {
+	case v.config == nil:
+		return apiErr(404, "The VM could not boot", "VM config is missing")
+	case v.guest != nil:
+		return apiErr(500, "The VM could not boot", "VM is already created")
+	}
+	if err := v.config.validate(); err != nil {
+		return apiErr(400, "The VM could not boot", "Failed to validate config", err.Error())
+	}
+	if err := v.loadPayload(); err != nil {
+		return err
+	}
+	v.sleep(v.config.directives.bootDelay)
+	v.startGuest()
+	v.events.emit("vm", "booted", nil)
+	return nil
+}
+
+// loadPayload opens the kernel and initramfs as the real program does when it builds the VM.
+func (v *vmm) loadPayload() *apiError {
+	payload := v.config.Payload
+	if payload.Kernel != "" {
+		if err := checkReadable(payload.Kernel); err != nil {
+			return apiErr(500, "The VM could not boot", "Cannot open kernel file", osErrorText(err))
+		}
+		if v.config.directives.kernelLoadError {
+			return apiErr(500, "The VM could not boot", "Cannot load the kernel into memory", "Invalid ELF magic number")
+		}
+	}
+	if payload.Initramfs != "" {
+		if err := checkReadable(payload.Initramfs); err != nil {
+			return apiErr(500, "The VM could not boot", "Cannot open initramfs file", osErrorText(err))
+		}
+	}
+	return nil
+}
+
+func checkReadable(path string) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return file.Close()
+}
+
+func (v *vmm) shutdownVM() *apiError {
+	if v.guest == nil {
+		return apiErr(500, "The VM could not shutdown", "VM is not running")
+	}
+	v.stopGuest()
+	v.events.emit("vm", "shutdown", nil)
+	return nil
+}
+
+func (v *vmm) reboot() *apiError {
+	if v.guest == nil {
+		return apiErr(404, "The VM could not reboot", "VM is not created")
+	}
+	if v.config.directives.rebootError {
+		// The old VM is already torn down when building the new one fails; the config stays.
+		v.events.emit("vm", "rebooting", nil)
+		v.stopGuest()
+		return apiErr(500, "The VM could not reboot", "Cannot load the kernel into memory", "Invalid ELF magic number")
+	}
+	v.rebootGuest()
+	return nil
+}
+
+// rebootGuest tears the VM down and boots a new one from the same config, in this process.
+func (v *vmm) rebootGuest() {
+	v.events.emit("vm", "rebooting", nil)
+	v.stopGuest()
+	v.events.emit("virtio-device", "reset", map[string]string{"id": rngDeviceID})
+	v.sleep(v.config.directives.rebootDelay)
+	v.startGuest()
+	v.events.emit("vm", "rebooted", nil)
+}
+
+func (v *vmm) powerButton() *apiError {
+	if v.guest == nil {
+		return apiErr(500, "Error triggering power button", "VM is not running")
+	}
+	v.guest.pressPowerButton()
+	return nil
+}
+
+func (v *vmm) deleteVM() {
+	if v.guest != nil {
+		v.stopGuest()
+		v.events.emit("vm", "shutdown", nil)
+	}
+	if v.config != nil {
+		v.config = nil
+		if v.serial != nil && v.serial != os.Stdout {
+			_ = v.serial.Close()
+		}
+		v.serial = nil
+		v.events.emit("vm", "deleted", nil)
+	}
+}
+
+type vmInfo struct {
+	Config           map[string]any `json:"config"`
+	State            string         `json:"state"`
+	MemoryActualSize uint64         `json:"memory_actual_size"`
+	DeviceTree       map[string]any `json:"device_tree"`
+}
+
+func (v *vmm) info() ([]byte, *apiError) {
+	if v.config == nil {
+		return nil, apiErr(404, "The VM info is not available", "VM is not created")
+	}
+	// With no VM object (never booted, or shut down) the real program reports Created.
+	info := vmInfo{Config: v.config.withDefaults(), State: "Created", MemoryActualSize: v.config.memorySize()}
+	if v.guest != nil {
+		info.State = "Running"
+		info.DeviceTree = map[string]any{rngDeviceID: map[string]any{"id": rngDeviceID, "children": []string{}}}
+	}
+	return mustJSON(info), nil
+}
+
+// exit is the real program's vmm_shutdown followed by the end of the process: the VM is shut
+// down and deleted, `vmm shutdown` is emitted, the API socket is removed, and the exit code is 0.
+// The caller holds v.mu, so nothing else runs in between.
+func (v *vmm) exit(why string) {
+	v.log.info("vmm/src/lib.rs", "VMM shutting down: %s", why)
+	v.deleteVM()
+	v.events.emit("vmm", "shutdown", nil)
+	if v.socketPath != "" {
+		_ = os.Remove(v.socketPath)
+	}
+	os.Exit(0)
+}
+
+func (v *vmm) onSignal(sig os.Signal) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.config != nil && v.config.directives.ignoreSigterm {
+		v.log.warn("vmm/src/lib.rs", "received %v but the VMM is wedged (sim.ignore_sigterm)", sig)
+		return
+	}
+	v.exit(fmt.Sprintf("received %v", sig))
+}
+
+// sleep makes the VMM thread busy for a directive's delay; `never` blocks it for good.
+func (v *vmm) sleep(d delay) {
+	if d.never {
+		select {}
+	}
+	time.Sleep(time.Duration(d.ms) * time.Millisecond)
+}
+
+func (v *vmm) writeSerial(text string) {
+	if v.serial != nil {
+		_, _ = v.serial.WriteString(text)
+	}
+}
+
+func mustJSON(value any) []byte {
+	data, err := json.Marshal(value)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}

@@ -1,0 +1,82 @@
+/**
+ * A VMM's record: everything the agent knows about one VMM, kept in
+ * `<stateDir>/vmms/<vmmId>/record.json` and written before anything happens to the process
+ * (I3): before the spawn, before a kill, and after every observed change.
+ *
+ * `generation` counts the changes the control plane should hear about; `reportedGeneration` is
+ * the last one Temporal accepted. The gap between them is the report outbox (reports/outbox.ts).
+ */
+import { z } from 'zod'
+import { vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
+import { VMM_EXIT_CAUSES, VMM_STATES, type VmmReport } from '../../domain/vmm.js'
+
+const exitSchema = z.object({
+  cause: z.enum(VMM_EXIT_CAUSES),
+  code: z.number().int().nullable(),
+  signal: z.string().nullable()
+})
+
+/**
+ * A kill the agent decided on and recorded before sending SIGKILL, so the exit is classified
+ * right even if the agent dies between the kill and the exit.
+ */
+const pendingKillSchema = z.object({
+  cause: z.enum(['stop-deadline', 'boot-failed']),
+  reason: z.string()
+})
+
+export const agentVmmRecordSchema = z.object({
+  id: z.uuid(),
+  instanceId: z.uuid(),
+  instanceName: z.string(),
+  spec: vmmSpecSchema,
+  state: z.enum(VMM_STATES),
+  generation: z.number().int().nonnegative(),
+  reportedGeneration: z.number().int().nonnegative(),
+  pid: z.number().int().positive().nullable(),
+  /** Field 22 of /proc/<pid>/stat: with the PID, the identity of the process. */
+  pidStartTime: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  reason: z.string().nullable(),
+  exit: exitSchema.nullable(),
+  stopDeadline: z.string().nullable(),
+  unresponsiveSince: z.string().nullable(),
+  destroyRequested: z.boolean(),
+  pendingKill: pendingKillSchema.nullable()
+})
+export type AgentVmmRecord = z.infer<typeof agentVmmRecordSchema>
+export type PendingKill = z.infer<typeof pendingKillSchema>
+
+export function toView (record: AgentVmmRecord, hostId: string): VmmView {
+  return {
+    id: record.id,
+    instanceId: record.instanceId,
+    instanceName: record.instanceName,
+    hostId,
+    state: record.state,
+    generation: record.generation,
+    spec: record.spec,
+    pid: record.pid,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    reason: record.reason,
+    exit: record.exit,
+    stopDeadline: record.stopDeadline,
+    unresponsiveSince: record.unresponsiveSince
+  }
+}
+
+export function toReport (record: AgentVmmRecord, hostId: string): VmmReport {
+  return {
+    vmmId: record.id,
+    instanceId: record.instanceId,
+    hostId,
+    state: record.state,
+    generation: record.generation,
+    observedAt: record.updatedAt,
+    reason: record.reason,
+    exit: record.exit,
+    unresponsiveSince: record.unresponsiveSince
+  }
+}

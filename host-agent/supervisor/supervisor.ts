@@ -1,0 +1,228 @@
+/**
+ * The agent's VMMs: ensure, look up, stop, reboot and destroy them by ID, and take them over
+ * when the agent starts.
+ *
+ * Theory of operation
+ *
+ * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID resolves the images
+ * (refusing names that escape the image directory), writes the record, and only then spawns
+ * the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
+ * first. An ID that belongs to another instance, or whose VMM was destroyed, is refused with
+ * 409: the record of a destroyed VMM is a tombstone, so a retry that arrives after a delete can
+ * never bring the VMM back.
+ *
+ * Start-up adopts instead of killing. Each record's process is looked for (adoption.ts): found,
+ * it is adopted and resumes what it was doing (a boot, a reboot, a stop with its deadline); not
+ * found, a VMM that never got past `starting` is spawned again, and any other is recorded as
+ * ended with what its event file says. VMM processes of this agent's making that no record owns
+ * are killed; one whose record exists but cannot be read is left alone and logged, since nobody
+ * can tell what it is. Every VMM's current state is then reported again.
+ *
+ * Terminal records stay as tombstones for a day once their last report was accepted, then are
+ * removed with their directory.
+ */
+import { isDeepStrictEqual } from 'node:util'
+import type { Logger } from 'pino'
+import type { EnsureVmmRequest, VmmView } from '../../domain/host-agent-api.js'
+import { vmmPaths } from '../cloud-hypervisor/launch.js'
+import { conflict, notFound, unavailable } from '../errors.js'
+import { isRunning } from '../process/proc.js'
+import type { AgentVmmRecord } from '../store/record.js'
+import { findVmmProcesses, killStrays } from './adoption.js'
+import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
+
+const TOMBSTONE_TTL_MS = 24 * 60 * 60 * 1000
+const PURGE_INTERVAL_MS = 60 * 60 * 1000
+
+export interface EnsureResult {
+  view: VmmView
+  created: boolean
+}
+
+export class Supervisor {
+  readonly #vmms = new Map<string, VmmSupervisor>()
+  readonly #ensuring = new Map<string, Promise<unknown>>()
+  #purgeTimer: NodeJS.Timeout | null = null
+
+  constructor (private readonly context: VmmContext) {}
+
+  get log (): Logger {
+    return this.context.log
+  }
+
+  all (): VmmSupervisor[] {
+    return [...this.#vmms.values()]
+  }
+
+  list (): VmmView[] {
+    return this.all().map((vmm) => vmm.view())
+  }
+
+  async get (id: string): Promise<VmmSupervisor> {
+    await this.#ensuring.get(id)?.catch(() => {})
+    const vmm = this.#vmms.get(id)
+    if (vmm === undefined) throw notFound(`no VMM ${id} on this host`)
+    return vmm
+  }
+
+  async ensure (id: string, request: EnsureVmmRequest): Promise<EnsureResult> {
+    await this.#ensuring.get(id)?.catch(() => {})
+    const existing = this.#vmms.get(id)
+    if (existing !== undefined) return { view: this.#checkSame(existing, request).view(), created: false }
+    const creating = this.#create(id, request)
+    this.#ensuring.set(id, creating)
+    try {
+      return { view: (await creating).view(), created: true }
+    } finally {
+      this.#ensuring.delete(id)
+    }
+  }
+
+  async pressPowerButton (id: string, deadline: Date | null): Promise<VmmView> {
+    const vmm = await this.get(id)
+    await vmm.pressPowerButton(deadline)
+    return vmm.view()
+  }
+
+  async reboot (id: string): Promise<VmmView> {
+    const vmm = await this.get(id)
+    await vmm.reboot()
+    return vmm.view()
+  }
+
+  /**
+   * Kills and cleans up the VMM. An ID this agent has no record of is fenced before the 404, so
+   * an ensure of it that arrives later (a retry that a delete overtook) can never create it.
+   */
+  async destroy (id: string): Promise<VmmView> {
+    await this.#ensuring.get(id)?.catch(() => {})
+    const vmm = this.#vmms.get(id)
+    if (vmm === undefined) {
+      await this.context.store.fence(id)
+      throw notFound(`no VMM ${id} on this host; the ID is fenced and will never be created`)
+    }
+    await vmm.destroy()
+    return vmm.view()
+  }
+
+  /** Loads every record, adopts or concludes each VMM, and kills strays (see the module comment). */
+  async start (): Promise<void> {
+    const { store, log } = this.context
+    await store.init()
+    const running = await findVmmProcesses(store.vmmsDir)
+    const { records, unreadable } = await store.loadAll()
+    for (const { id, problem } of unreadable) {
+      // A record exists but cannot be read: nobody can say what this VMM is, so its process is
+      // left alone (not killed as a stray) for an operator to look at.
+      running.delete(vmmPaths(store.dirOf(id)).apiSocket)
+      log.error({ vmmId: id, problem }, 'VMM record cannot be read; its process is left untouched')
+    }
+    for (const record of records) {
+      const vmm = new VmmSupervisor(this.context, record)
+      this.#vmms.set(record.id, vmm)
+      const found = running.get(vmm.paths.apiSocket)
+      running.delete(vmm.paths.apiSocket)
+      if (!vmm.terminal) await this.#takeOver(vmm, found === undefined ? null : found)
+    }
+    killStrays(running.values(), log)
+    await this.purgeTombstones()
+    this.#purgeTimer = setInterval(() => {
+      this.purgeTombstones().catch((err: Error) => { log.error({ err: err.message }, 'tombstone purge failed') })
+    }, PURGE_INTERVAL_MS)
+    this.#purgeTimer.unref()
+    log.info({ vmms: records.length, live: this.all().filter((vmm) => !vmm.terminal).length }, 'VMM records loaded')
+  }
+
+  /** Removes terminal records whose last report was accepted more than a day ago, and old fences. */
+  async purgeTombstones (now = Date.now()): Promise<void> {
+    await this.context.store.purgeFences(now - TOMBSTONE_TTL_MS)
+    for (const vmm of this.all()) {
+      const { record } = vmm
+      const expired = Date.parse(record.updatedAt) + TOMBSTONE_TTL_MS < now
+      if (!vmm.terminal || !expired || record.reportedGeneration < record.generation) continue
+      this.#vmms.delete(record.id)
+      await this.context.store.remove(record.id)
+      vmm.log.info('removed the tombstone of a VMM that ended more than a day ago')
+    }
+  }
+
+  /** Stops watching every VMM; their processes keep running. */
+  release (): void {
+    if (this.#purgeTimer !== null) clearInterval(this.#purgeTimer)
+    for (const vmm of this.all()) vmm.release()
+  }
+
+  async #takeOver (vmm: VmmSupervisor, found: { pid: number, startTime: string } | null): Promise<void> {
+    const { record } = vmm
+    const recorded = record.pid !== null && record.pidStartTime !== null
+      ? { pid: record.pid, startTime: record.pidStartTime }
+      : null
+    const identity = recorded !== null && isRunning(recorded) ? recorded : found
+    if (identity !== null) {
+      await vmm.adopt(identity)
+    } else if (record.state === 'starting' && !record.destroyRequested && record.stopDeadline === null && record.pendingKill === null) {
+      vmm.log.info('VMM process of a starting VMM is gone; spawning it again')
+      await vmm.spawn(null)
+    } else {
+      await vmm.concludeVanished()
+    }
+  }
+
+  async #create (id: string, request: EnsureVmmRequest): Promise<VmmSupervisor> {
+    const { store, images } = this.context
+    if (await store.isFenced(id)) throw conflict(`VMM ${id} was destroyed before it was created; a VMM ID is never used again`)
+    const bootFiles = await images.resolveBootFiles(request.spec)
+    const now = new Date().toISOString()
+    const record: AgentVmmRecord = {
+      id,
+      instanceId: request.instanceId,
+      instanceName: request.instanceName,
+      spec: request.spec,
+      state: 'starting',
+      generation: 1,
+      reportedGeneration: 0,
+      pid: null,
+      pidStartTime: null,
+      createdAt: now,
+      updatedAt: now,
+      reason: 'VMM requested',
+      exit: null,
+      stopDeadline: null,
+      unresponsiveSince: null,
+      destroyRequested: false,
+      pendingKill: null
+    }
+    try {
+      await store.createDir(id)
+      await store.save(record)
+    } catch (err) {
+      // No record, no process (I3): the caller may retry once the disk is fixed.
+      throw unavailable(`cannot record VMM ${id}: ${(err as Error).message}`)
+    }
+    const vmm = new VmmSupervisor(this.context, record)
+    this.#vmms.set(id, vmm)
+    this.context.onChange(vmm)
+    vmm.log.info({ instanceName: request.instanceName }, 'VMM recorded; starting its process')
+    await vmm.spawn(bootFiles)
+    return vmm
+  }
+
+  #checkSame (vmm: VmmSupervisor, request: EnsureVmmRequest): VmmSupervisor {
+    const { record } = vmm
+    if (record.instanceId !== request.instanceId) {
+      throw conflict(`VMM ${record.id} belongs to instance ${record.instanceId}, not ${request.instanceId}`)
+    }
+    if (record.state === 'destroyed') {
+      throw conflict(`VMM ${record.id} was destroyed; a VMM ID is never used again`)
+    }
+    if (!isDeepStrictEqual(normalise(record.spec), normalise(request.spec))) {
+      throw conflict(`VMM ${record.id} exists with a different spec`)
+    }
+    return vmm
+  }
+}
+
+/** Specs compare as their JSON: an absent optional field equals an undefined one. */
+function normalise (value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value))
+}

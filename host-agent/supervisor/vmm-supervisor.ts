@@ -1,0 +1,473 @@
+/**
+ * One VMM's life, from its record to its end.
+ *
+ * Theory of operation
+ *
+ * The record comes first (I3). The VMM's record exists on disk before its process is spawned,
+ * gains the process identity (PID and start time) right after, and every decision the agent
+ * takes about the process is recorded before it acts: `destroyRequested` before the kill of a
+ * DELETE, `pendingKill` before the kill at a stop deadline or after a failed boot. An agent that
+ * dies at any point therefore finds, on restart, either the process (and adopts it) or the
+ * reason it is gone.
+ *
+ * The process is watched, never assumed. The end of a VMM is observed, not inferred: the exit
+ * event of a child this agent spawned, or, for a process adopted from an earlier agent, its
+ * disappearance from /proc (PID and start time). Only then does the VMM become `destroyed` or
+ * `failed` (exit-classification.ts). An API that stops answering is a condition
+ * (`unresponsiveSince`), not an end (I2).
+ *
+ * Long calls do not block short ones. `vm.boot` and `vm.reboot` run in the background with an
+ * AbortController; while one runs the VMM answers nothing else, so pings and power-button
+ * presses are skipped rather than queued behind it, and a kill aborts it.
+ *
+ * Stops end in a kill (I1). A power button with a deadline records the deadline, presses now
+ * and at every interval, and arms a timer that kills the process group at the deadline whatever
+ * the API or the guest does; a restarted agent re-arms it from the record.
+ *
+ * Every change the control plane should hear about bumps `generation`, is persisted, and is
+ * handed to the report outbox (`onChange`).
+ */
+import { writeFile } from 'node:fs/promises'
+import type { Logger } from 'pino'
+import type { VmmView } from '../../domain/host-agent-api.js'
+import { isTerminalVmmState } from '../../domain/vmm.js'
+import { CloudHypervisorClient, type VmState } from '../cloud-hypervisor/api-client.js'
+import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
+import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
+import { vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
+import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
+import { conflict, unavailable } from '../errors.js'
+import type { ImageResolver } from '../images.js'
+import type { ProcessIdentity } from '../process/proc.js'
+import { VmmProcess, type ExitObservation } from '../process/vmm-process.js'
+import type { RecordStore } from '../store/record-store.js'
+import { toView, type AgentVmmRecord, type PendingKill } from '../store/record.js'
+import { classifyExit } from './exit-classification.js'
+import { removeSocketFiles } from './socket-files.js'
+
+export interface VmmSettings {
+  hostId: string
+  cloudHypervisor: string
+  vmmCallTimeoutMs: number
+  vmmPingIntervalMs: number
+  powerButtonIntervalMs: number
+  /** How often an adopted process's /proc entry is checked. */
+  processPollMs: number
+  /** How long a new VMM's API may take to come up. */
+  apiReadyTimeoutMs: number
+  /** How long a kill waits for the process to exit. */
+  killWaitMs: number
+}
+
+export interface VmmContext {
+  settings: VmmSettings
+  store: RecordStore
+  images: ImageResolver
+  log: Logger
+  /** Called after every change that bumped the generation. */
+  onChange: (vmm: VmmSupervisor) => void
+}
+
+const API_READY_POLL_MS = 20
+/** How long a call that lost its connection waits to learn whether the process died. */
+const EXIT_NOTICE_MS = 1000
+/** setTimeout's limit; a later deadline is re-armed when this one fires. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+export class VmmSupervisor {
+  readonly paths: VmmPaths
+  readonly log: Logger
+  #process: VmmProcess | null = null
+  #client: CloudHypervisorClient
+  #tail: EventFileTail | null = null
+  #longCall: AbortController | null = null
+  #agentRebootInFlight = false
+  #pingTimer: NodeJS.Timeout | null = null
+  #pingInFlight = false
+  #pressTimer: NodeJS.Timeout | null = null
+  #pressInFlight = false
+  #deadlineTimer: NodeJS.Timeout | null = null
+  /** Settles once the end of the process has been recorded. */
+  #concluded: Promise<void> | null = null
+
+  constructor (
+    private readonly context: VmmContext,
+    readonly record: AgentVmmRecord
+  ) {
+    this.paths = vmmPaths(context.store.dirOf(record.id))
+    this.log = context.log.child({ vmmId: record.id, instanceId: record.instanceId })
+    this.#client = new CloudHypervisorClient(this.paths.apiSocket, context.settings.vmmCallTimeoutMs)
+  }
+
+  get id (): string {
+    return this.record.id
+  }
+
+  get terminal (): boolean {
+    return isTerminalVmmState(this.record.state)
+  }
+
+  view (): VmmView {
+    return toView(this.record, this.context.settings.hostId)
+  }
+
+  /** Starts the process of a `starting` VMM whose record is on disk, then boots it in the background. */
+  async spawn (bootFiles: ResolvedBootFiles | null): Promise<void> {
+    // The event file exists before the process, so the tail can follow it from the first event
+    // (the VMM opens it with truncate, which keeps the file the tail watches).
+    await writeFile(this.paths.events, '', { mode: 0o600 })
+    let vmmProcess: VmmProcess
+    try {
+      vmmProcess = await VmmProcess.spawn(this.context.settings.cloudHypervisor, this.paths)
+    } catch (err) {
+      await this.#update({
+        state: 'failed',
+        exit: { cause: 'boot-failed', code: null, signal: null },
+        reason: `cannot start ${this.context.settings.cloudHypervisor}: ${(err as Error).message}`
+      })
+      return
+    }
+    this.log.info({ pid: vmmProcess.pid }, 'VMM process started')
+    await this.#update({ pid: vmmProcess.pid, pidStartTime: vmmProcess.startTime }, false)
+    this.#attach(vmmProcess, false)
+    this.#background(this.#boot(bootFiles, false), 'boot')
+  }
+
+  /** Takes over a live VMM process started by an earlier agent and resumes what it was doing. */
+  async adopt (identity: ProcessIdentity): Promise<void> {
+    if (this.record.pid !== identity.pid || this.record.pidStartTime !== identity.startTime) {
+      await this.#update({ pid: identity.pid, pidStartTime: identity.startTime }, false)
+    }
+    this.log.info({ pid: identity.pid, state: this.record.state }, 'adopted running VMM process')
+    this.#attach(VmmProcess.adopt(identity, this.context.settings.processPollMs), true)
+    if (this.record.state === 'starting') this.#background(this.#boot(null, true), 'resumed boot')
+    if (this.record.state === 'rebooting') this.#background(this.#settleInterruptedReboot(), 'resumed reboot')
+    if (this.record.stopDeadline !== null && !this.terminal) this.#armStop()
+  }
+
+  /** Records the end of a VMM whose process died while no agent was watching. */
+  async concludeVanished (): Promise<void> {
+    await this.#conclude({ known: false })
+  }
+
+  /** Presses the power button: once, or, with a deadline, until the deadline and then kills. */
+  async pressPowerButton (deadline: Date | null): Promise<void> {
+    this.#refuseIfTerminal('press the power button of')
+    if (deadline === null) {
+      await this.#pressOnceNow()
+      return
+    }
+    const current = this.record.stopDeadline === null ? null : new Date(this.record.stopDeadline)
+    if (current === null || deadline < current) {
+      await this.#update({
+        state: 'stopping',
+        stopDeadline: deadline.toISOString(),
+        reason: `stop requested: power button pressed; the VMM is killed at ${deadline.toISOString()} unless the guest powers off`
+      })
+    }
+    this.#armStop()
+  }
+
+  async reboot (): Promise<void> {
+    if (this.record.state !== 'running') throw conflict(`cannot reboot VMM ${this.id}: it is ${this.record.state}`)
+    await this.#update({ state: 'rebooting', reason: 'reboot requested' })
+    this.#background(this.#reboot(), 'reboot')
+  }
+
+  /**
+   * Kills the VMM and waits for it (DELETE). Idempotent. Rejects with 503 when the process has
+   * not exited within the bound, so the caller retries.
+   */
+  async destroy (): Promise<void> {
+    if (this.record.state === 'destroyed') return
+    if (this.terminal) {
+      await removeSocketFiles(this.paths.apiSocket)
+      await this.#update({
+        state: 'destroyed',
+        destroyRequested: true,
+        reason: `destroyed on request; it had ${this.record.state}: ${this.record.reason ?? 'no reason recorded'}`
+      })
+      return
+    }
+    if (!this.record.destroyRequested) await this.#update({ destroyRequested: true }, false)
+    const vmmProcess = this.#process
+    if (vmmProcess === null) {
+      await this.#conclude({ known: false })
+      return
+    }
+    this.#kill('destroy requested')
+    if (await vmmProcess.waitForExit(this.context.settings.killWaitMs) === null) {
+      throw unavailable(`VMM ${this.id} (pid ${vmmProcess.pid}) has not exited yet after SIGKILL; retry`)
+    }
+    await this.#concluded
+  }
+
+  /** Records that Temporal accepted the report of `generation`. */
+  async markReported (generation: number): Promise<void> {
+    if (generation <= this.record.reportedGeneration) return
+    await this.#update({ reportedGeneration: generation }, false)
+  }
+
+  /** Stops watching the VMM without touching its process: the agent is shutting down. */
+  release (): void {
+    this.#stopTimers()
+    this.#tail?.stop()
+    this.#longCall?.abort()
+    this.#process?.release()
+    this.#client.close()
+  }
+
+  // --- the process -------------------------------------------------------------------------
+
+  #attach (vmmProcess: VmmProcess, tailFromEnd: boolean): void {
+    this.#process = vmmProcess
+    this.#concluded = vmmProcess.exited.then((observed) => this.#conclude(observed))
+    this.#startTail(tailFromEnd)
+    this.#pingTimer = setInterval(() => { this.#pingOnce() }, this.context.settings.vmmPingIntervalMs)
+    this.#pingTimer.unref()
+  }
+
+  #kill (why: string): void {
+    this.#longCall?.abort()
+    const sent = this.#process?.killGroup() ?? false
+    this.log.warn({ pid: this.#process?.pid, sent }, `SIGKILL to the VMM's process group: ${why}`)
+  }
+
+  async #killFor (pendingKill: PendingKill): Promise<void> {
+    if (this.terminal) return
+    await this.#update({ pendingKill }, false)
+    this.#kill(pendingKill.reason)
+  }
+
+  async #conclude (observed: ExitObservation): Promise<void> {
+    this.release()
+    if (this.terminal) return
+    const { endsWithVmmShutdown } = observed.known
+      ? { endsWithVmmShutdown: false }
+      : await readEventFile(this.paths.events)
+    const outcome = classifyExit(this.record, observed, endsWithVmmShutdown)
+    await removeSocketFiles(this.paths.apiSocket)
+    const log = outcome.state === 'failed' ? this.log.warn.bind(this.log) : this.log.info.bind(this.log)
+    log({ exit: outcome.exit }, `VMM ${outcome.state}: ${outcome.reason}`)
+    await this.#update({ state: outcome.state, exit: outcome.exit, reason: outcome.reason, unresponsiveSince: null })
+  }
+
+  // --- boot and reboot ---------------------------------------------------------------------
+
+  /** Waits for the API, then creates and boots the VM; `resume` starts from what vm.info says. */
+  async #boot (bootFiles: ResolvedBootFiles | null, resume: boolean): Promise<void> {
+    const abort = new AbortController()
+    this.#longCall = abort
+    try {
+      await this.#waitForApi(abort.signal)
+      const vmState = resume ? await this.#vmState() : null
+      if (vmState === null) {
+        const files = bootFiles ?? await this.context.images.resolveBootFiles(this.record.spec)
+        await this.#client.createVm(buildVmConfig(this.record.spec, files, this.paths.serial))
+      }
+      if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#client.bootVm(abort.signal)
+      this.#endLongCall(abort)
+      if (this.record.state === 'starting') await this.#update({ state: 'running', reason: 'VM booted' })
+      if (this.record.state === 'stopping') this.#pressOnce()
+    } catch (err) {
+      if (abort.signal.aborted || this.terminal || await this.#diedDuring(err)) return
+      await this.#killFor({ cause: 'boot-failed', reason: `boot failed: ${describeError(err)}` })
+    } finally {
+      this.#endLongCall(abort)
+    }
+  }
+
+  /** The API is free again: done before the state changes, so a caller who sees it can use the API. */
+  #endLongCall (abort: AbortController): void {
+    if (this.#longCall === abort) this.#longCall = null
+  }
+
+  /**
+   * Whether a call failed because the process died under it. A dead VMM resets the connection
+   * before the agent hears of the exit, so a call without an answer waits briefly for the exit.
+   */
+  async #diedDuring (err: unknown): Promise<boolean> {
+    const vmmProcess = this.#process
+    if (vmmProcess === null) return true
+    if (err instanceof VmmUnreachableError) await vmmProcess.waitForExit(EXIT_NOTICE_MS)
+    return !vmmProcess.alive
+  }
+
+  async #waitForApi (signal: AbortSignal): Promise<void> {
+    const deadline = Date.now() + this.context.settings.apiReadyTimeoutMs
+    for (;;) {
+      try {
+        await this.#client.ping()
+        return
+      } catch (err) {
+        // Not up yet, or busy: a boot the previous agent started holds the API, and pings that
+        // timed out meanwhile may fill its 10 connections (503) until it is done.
+        const notYet = err instanceof VmmUnreachableError || (err instanceof VmmApiError && err.status === 503)
+        if (!notYet || signal.aborted || !(this.#process?.alive ?? false)) throw err
+        if (Date.now() >= deadline) {
+          throw new Error(`the VMM API did not come up within ${this.context.settings.apiReadyTimeoutMs} ms (${err.message})`)
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, API_READY_POLL_MS))
+    }
+  }
+
+  /** The VM's state from vm.info; null when the VMM holds no VM yet (404). */
+  async #vmState (): Promise<VmState | null> {
+    try {
+      return (await this.#client.info()).state
+    } catch (err) {
+      if (err instanceof VmmApiError && err.status === 404) return null
+      throw err
+    }
+  }
+
+  async #reboot (): Promise<void> {
+    const abort = new AbortController()
+    this.#longCall = abort
+    this.#agentRebootInFlight = true
+    try {
+      await this.#client.rebootVm(abort.signal)
+      await this.#tail?.catchUp()
+      this.#endLongCall(abort)
+      if (this.record.state === 'rebooting') await this.#update({ state: 'running', reason: 'VM rebooted' })
+    } catch (err) {
+      this.#endLongCall(abort)
+      if (abort.signal.aborted || this.record.state !== 'rebooting' || await this.#diedDuring(err)) return
+      // The old VM may be half torn down inside a live process: nothing to trust. The control
+      // plane replaces a VMM that does not come back from a reboot (DESIGN.md §4).
+      await this.#killFor({ cause: 'boot-failed', reason: `reboot failed: ${describeError(err)}` })
+    } finally {
+      this.#agentRebootInFlight = false
+      this.#endLongCall(abort)
+    }
+  }
+
+  /** A reboot was in flight when the previous agent died: vm.info tells how it ended. */
+  async #settleInterruptedReboot (): Promise<void> {
+    const vmState = await this.#vmState()
+    if (this.record.state !== 'rebooting') return
+    await this.#update(vmState === 'Running'
+      ? { state: 'running', reason: 'VM rebooted' }
+      : { state: 'running', reason: `reboot interrupted by an agent restart; the VM is ${vmState ?? 'not created'}` })
+  }
+
+  // --- stop --------------------------------------------------------------------------------
+
+  /** Presses now and at every interval, and kills at the deadline (re-armed after a restart). */
+  #armStop (): void {
+    if (this.#deadlineTimer !== null) clearTimeout(this.#deadlineTimer)
+    const deadline = new Date(this.record.stopDeadline!).getTime()
+    const delay = Math.max(0, deadline - Date.now())
+    this.#deadlineTimer = setTimeout(() => {
+      this.#deadlineTimer = null
+      if (Date.now() < deadline) {
+        this.#armStop()
+        return
+      }
+      this.#background(this.#killFor({ cause: 'stop-deadline', reason: 'stop grace period expired; VMM killed' }), 'kill at deadline')
+    }, Math.min(delay, MAX_TIMER_MS))
+    if (this.#pressTimer === null) {
+      this.#pressTimer = setInterval(() => { this.#pressOnce() }, this.context.settings.powerButtonIntervalMs)
+      this.#pressOnce()
+    }
+  }
+
+  /** A press that never waits: skipped while a long call holds the API or a press is pending. */
+  #pressOnce (): void {
+    if (this.#pressInFlight || this.#longCall !== null || this.terminal) return
+    this.#pressInFlight = true
+    this.#client.powerButton()
+      .then(() => { this.log.info('power button pressed') })
+      .catch((err: Error) => { this.log.warn({ err: err.message }, 'power button press failed') })
+      .finally(() => { this.#pressInFlight = false })
+  }
+
+  /** A single press whose outcome the caller waits for (a power button without deadline). */
+  async #pressOnceNow (): Promise<void> {
+    if (this.#longCall !== null) throw conflict(`VMM ${this.id} is busy with a boot or reboot; its API answers nothing else`)
+    try {
+      await this.#client.powerButton()
+    } catch (err) {
+      // The VMM answered: the VM is not in a state to take it (not booted yet, or shut down).
+      if (err instanceof VmmApiError) throw conflict(`power button refused by the VMM: ${err.message}`)
+      throw unavailable(`power button not delivered: ${describeError(err)}`)
+    }
+    this.log.info('power button pressed once')
+  }
+
+  // --- observation -------------------------------------------------------------------------
+
+  #startTail (fromEnd: boolean): void {
+    const tail = new EventFileTail(this.paths.events)
+    tail.on('event', (event) => { this.#onEvent(event) })
+    tail.on('garbage', (text) => { this.log.warn({ garbage: text.slice(0, 200) }, 'event file holds text that is not an event') })
+    tail.on('unreadable', (err) => { this.log.warn({ err: err.message }, 'cannot read the event file') })
+    this.#tail = tail
+    tail.start(fromEnd).catch((err: Error) => { this.log.warn({ err: err.message }, 'cannot follow the event file') })
+  }
+
+  #onEvent (event: VmmEvent): void {
+    this.log.debug({ event: `${event.source} ${event.event}`, properties: event.properties }, 'VMM event')
+    if (event.source === 'guest' && event.event === 'panic' && !this.terminal) {
+      this.#background(this.#update({ reason: 'the guest kernel panicked' }), 'record guest panic')
+    }
+    if (event.source !== 'vm' || this.#agentRebootInFlight) return
+    if (event.event === 'rebooting' && this.record.state === 'running') {
+      this.#background(this.#update({ state: 'rebooting', reason: 'the guest is rebooting' }), 'record guest reboot')
+    } else if (event.event === 'rebooted' && this.record.state === 'rebooting') {
+      this.#background(this.#update({ state: 'running', reason: 'the guest rebooted' }), 'record guest reboot')
+    }
+  }
+
+  #pingOnce (): void {
+    if (this.#pingInFlight || this.#longCall !== null || this.terminal || this.record.state === 'starting') return
+    this.#pingInFlight = true
+    this.#client.ping()
+      .then(async () => {
+        if (this.record.unresponsiveSince !== null && !this.terminal) {
+          await this.#update({ unresponsiveSince: null, reason: 'the VMM API answers again' })
+        }
+      }, async (err: Error) => {
+        if (this.record.unresponsiveSince !== null || this.terminal || !(this.#process?.alive ?? false)) return
+        await this.#update({ unresponsiveSince: new Date().toISOString(), reason: `the VMM API does not answer: ${err.message}` })
+      })
+      .catch((err: Error) => { this.log.error({ err: err.message }, 'cannot record the VMM API condition') })
+      .finally(() => { this.#pingInFlight = false })
+  }
+
+  // --- bookkeeping -------------------------------------------------------------------------
+
+  #refuseIfTerminal (action: string): void {
+    if (this.terminal) throw conflict(`cannot ${action} VMM ${this.id}: it is ${this.record.state}`)
+  }
+
+  #stopTimers (): void {
+    for (const timer of [this.#pingTimer, this.#pressTimer]) if (timer !== null) clearInterval(timer)
+    if (this.#deadlineTimer !== null) clearTimeout(this.#deadlineTimer)
+    this.#pingTimer = this.#pressTimer = this.#deadlineTimer = null
+  }
+
+  /**
+   * Applies a change and persists it. `bump` marks a change the control plane should hear
+   * about: it gets a new generation and goes to the outbox.
+   */
+  async #update (changes: Partial<AgentVmmRecord>, bump = true): Promise<void> {
+    Object.assign(this.record, changes)
+    if (bump) {
+      this.record.generation++
+      this.record.updatedAt = new Date().toISOString()
+    }
+    await this.context.store.save(this.record)
+    if (bump) this.context.onChange(this)
+  }
+
+  /** Runs a background task; it must never take the agent down, so failures are logged. */
+  #background (task: Promise<void>, what: string): void {
+    task.catch((err: Error) => { this.log.error({ err: err.message }, `${what} failed`) })
+  }
+}
+
+function describeError (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}

@@ -1,0 +1,117 @@
+/**
+ * Bad input gets a 4xx and leaves every VMM untouched: no token, path escapes (`..`, absolute
+ * paths, symlinks out of the image directory), missing images, oversized and malformed bodies,
+ * unknown fields, bad IDs and deadlines.
+ */
+import assert from 'node:assert/strict'
+import { symlink, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import type { VmmView } from '../../domain/host-agent-api.js'
+import { ensureBody, newVmmId, TestAgent, TOKEN } from './helpers/agent.js'
+import { buildSimulator, processExists } from './helpers/simulator.js'
+
+let agent: TestAgent
+let witness: VmmView
+
+before(async () => {
+  await buildSimulator()
+  agent = await TestAgent.create()
+  await writeFile(join(agent.root, 'outside'), 'not an image\n')
+  await symlink(join(agent.root, 'outside'), join(agent.imageDir, 'escape'))
+  await symlink('vmlinux', join(agent.imageDir, 'alias'))
+  await agent.start()
+  const id = newVmmId()
+  await agent.request('PUT', `/v1/vmms/${id}`, ensureBody())
+  witness = await agent.waitForState(id, 'running')
+})
+
+after(async () => { await agent?.cleanup() })
+
+function withBoot (boot: Record<string, unknown>): object {
+  const body = ensureBody() as { spec: { boot: Record<string, unknown> } }
+  body.spec.boot = boot
+  return body
+}
+
+async function expectStatus (status: number, method: string, path: string, body?: unknown, token?: string): Promise<{ error: string, message: string }> {
+  const response = await agent.request<{ error: string, message: string }>(method, path, body, token)
+  assert.equal(response.status, status, `${method} ${path}: ${JSON.stringify(response.body)}`)
+  assert.deepEqual(Object.keys(response.body), ['error', 'message'])
+  return response.body
+}
+
+describe('authentication', () => {
+  it('requires the bearer token everywhere but /healthz', async () => {
+    await expectStatus(401, 'GET', '/v1/vmms', undefined, 'wrong-token-0123456789')
+    await expectStatus(401, 'PUT', `/v1/vmms/${newVmmId()}`, ensureBody(), '')
+    await expectStatus(401, 'DELETE', `/v1/vmms/${witness.id}`, undefined, TOKEN.slice(0, -1))
+    assert.equal((await fetch(`${agent.url}/healthz`)).status, 200)
+  })
+})
+
+describe('images', () => {
+  const put = async (status: number, boot: Record<string, unknown>): Promise<string> =>
+    (await expectStatus(status, 'PUT', `/v1/vmms/${newVmmId()}`, withBoot(boot))).message
+
+  it('refuses names that escape the image directory', async () => {
+    await put(400, { kernel: '../outside' })
+    await put(400, { kernel: '/etc/passwd' })
+    await put(400, { kernel: 'vmlinux', initramfs: 'a/../../outside' })
+    assert.match(await put(400, { kernel: 'escape' }), /resolves outside the image directory/)
+  })
+
+  it('names a missing image', async () => {
+    assert.match(await put(400, { kernel: 'no-such-kernel' }), /image 'no-such-kernel' not found/)
+    assert.match(await put(400, { kernel: 'vmlinux', initramfs: 'nope.img' }), /image 'nope.img' not found/)
+  })
+
+  it('follows a symlink that stays inside', async () => {
+    const id = newVmmId()
+    assert.equal((await agent.request('PUT', `/v1/vmms/${id}`, withBoot({ kernel: 'alias' }))).status, 201)
+    await agent.request('DELETE', `/v1/vmms/${id}`)
+  })
+})
+
+describe('malformed and hostile requests', () => {
+  it('refuses oversized bodies, overlong command lines and malformed JSON', async () => {
+    await expectStatus(413, 'PUT', `/v1/vmms/${newVmmId()}`, JSON.stringify({ ...ensureBody(), pad: 'x'.repeat(70_000) }))
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, withBoot({ kernel: 'vmlinux', cmdline: 'x'.repeat(5000) }))
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"instanceId": ')
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"__proto__": {"admin": true}}')
+  })
+
+  it('refuses unknown fields, wrong types, out-of-range sizes and bad IDs', async () => {
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...ensureBody(), extra: 1 })
+    const body = ensureBody() as { spec: Record<string, unknown> }
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...body, spec: { ...body.spec, vcpus: '2' } })
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...body, spec: { ...body.spec, memoryMiB: 1 } })
+    await expectStatus(400, 'PUT', '/v1/vmms/not-a-uuid', ensureBody())
+    await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...ensureBody(), instanceName: 'Not A DNS Label' })
+  })
+
+  it('refuses a malformed deadline and a body on the reboot', async () => {
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: 'tomorrow' })
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: '2030-01-01T00:00:00Z', force: true })
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/reboot`, { now: true })
+  })
+
+  it('answers 404 for unknown routes and 409 for operations the state forbids', async () => {
+    await expectStatus(404, 'GET', '/v1/nothing')
+    const id = newVmmId()
+    await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=2000'))
+    await expectStatus(409, 'POST', `/v1/vmms/${id}/reboot`)
+    await agent.request('DELETE', `/v1/vmms/${id}`)
+    await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { deadline: new Date().toISOString() })
+  })
+
+  it('left every VMM untouched', async () => {
+    const now = await agent.vmm(witness.id)
+    assert.equal(now.state, 'running')
+    assert.equal(now.generation, witness.generation)
+    assert.ok(processExists(witness.pid!))
+    const list = (await agent.request<{ items: VmmView[] }>('GET', '/v1/vmms')).body.items
+    assert.deepEqual(list.filter((v) => v.state !== 'destroyed').map((v) => v.id), [witness.id])
+    assert.equal((await agent.vmmProcesses()).length, 1)
+  })
+})

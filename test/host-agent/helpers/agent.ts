@@ -1,0 +1,205 @@
+/**
+ * A real host-agent process for a test (`node dist/bin/agent.js`), on its own state and image
+ * directories under /tmp and a free port, with short timeouts set through its configuration.
+ * It can be SIGKILLed and started again on the same directories, as a crash and restart would.
+ * `cleanup()` ends the agent and every VMM process under its state directory, by PID, and
+ * removes the directories; the agent's output is kept in test-output/host-agent/.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createWriteStream } from 'node:fs'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { basename, join } from 'node:path'
+import type { VmmView } from '../../../domain/host-agent-api.js'
+import { findVmmProcesses } from '../../../host-agent/supervisor/adoption.js'
+import type { RunningProcess } from '../../../host-agent/process/proc.js'
+import { waitFor } from '../../../scripts/dev-stack/wait.js'
+import { REPO_ROOT } from '../../../scripts/tools/paths.js'
+import { SIMULATOR_BINARY } from './simulator.js'
+
+export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
+const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
+export const TOKEN = 'test-token-0123456789abcdef'
+
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+export interface AgentOptions {
+  /** Where Temporal is; by default a port nothing listens on, so reports are retried in vain. */
+  temporalAddress?: string
+  /** More settings, overriding the test defaults. */
+  env?: Record<string, string>
+}
+
+export interface ApiResponse<T = unknown> {
+  status: number
+  body: T
+}
+
+let runs = 0
+
+export class TestAgent {
+  child: ChildProcess | null = null
+  #exit: Promise<void> | null = null
+
+  private constructor (
+    readonly root: string,
+    readonly env: NodeJS.ProcessEnv,
+    readonly url: string,
+    readonly logFile: string
+  ) {}
+
+  static async create (options: AgentOptions = {}): Promise<TestAgent> {
+    const root = await mkdtemp('/tmp/vmp-ag-')
+    const imageDir = join(root, 'images')
+    await mkdir(imageDir)
+    await writeFile(join(imageDir, 'vmlinux'), 'stand-in kernel\n')
+    await writeFile(join(imageDir, 'initrd.img'), 'stand-in initramfs\n')
+    const port = await freePort()
+    const env: NodeJS.ProcessEnv = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VMPLANE_'))),
+      VMPLANE_HOST_ID: 'host-test',
+      VMPLANE_AGENT_HOST: '127.0.0.1',
+      VMPLANE_AGENT_PORT: String(port),
+      VMPLANE_AGENT_TOKEN: TOKEN,
+      VMPLANE_AGENT_STATE_DIR: join(root, 'state'),
+      VMPLANE_IMAGE_DIR: imageDir,
+      VMPLANE_CLOUD_HYPERVISOR: SIMULATOR_BINARY,
+      VMPLANE_TEMPORAL_ADDRESS: options.temporalAddress ?? `127.0.0.1:${await freePort()}`,
+      VMPLANE_HEARTBEAT_SECONDS: '0.5',
+      VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: '0.2',
+      VMPLANE_VMM_CALL_TIMEOUT_SECONDS: '1',
+      VMPLANE_VMM_PING_SECONDS: '0.2',
+      VMPLANE_REPORT_RETRY_MAX_SECONDS: '0.5',
+      VMPLANE_LOG_LEVEL: 'debug',
+      ...options.env
+    }
+    await mkdir(OUTPUT_DIR, { recursive: true })
+    return new TestAgent(root, env, `http://127.0.0.1:${port}`, join(OUTPUT_DIR, `${basename(root)}.log`))
+  }
+
+  get stateDir (): string {
+    return this.env.VMPLANE_AGENT_STATE_DIR!
+  }
+
+  get imageDir (): string {
+    return this.env.VMPLANE_IMAGE_DIR!
+  }
+
+  get vmmsDir (): string {
+    return join(this.stateDir, 'vmms')
+  }
+
+  get pid (): number {
+    if (this.child?.pid === undefined) throw new Error('the agent is not running')
+    return this.child.pid
+  }
+
+  /** Starts the agent and waits until it answers /healthz. */
+  async start (): Promise<void> {
+    const child = spawn(process.execPath, [AGENT_ENTRY], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const log = createWriteStream(this.logFile, { flags: 'a' })
+    log.write(`--- agent run ${++runs} (pid ${child.pid})\n`)
+    child.stdout!.pipe(log, { end: false })
+    child.stderr!.pipe(log, { end: false })
+    this.child = child
+    this.#exit = new Promise((resolve) => child.once('exit', () => { resolve() }))
+    const exited = new AbortController()
+    child.once('exit', () => { exited.abort() })
+    await waitFor('the agent answering /healthz', async () => {
+      const response = await fetch(`${this.url}/healthz`, { signal: AbortSignal.timeout(1000) })
+      return response.ok ? true : null
+    }, { timeoutMs: 15_000, intervalMs: 50, signal: exited.signal })
+  }
+
+  /** Signals the agent (SIGKILL: a crash) and waits for it to be gone. */
+  async kill (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (this.child === null) return
+    if (this.child.exitCode === null && this.child.signalCode === null) process.kill(this.pid, signal)
+    await this.#exit
+    this.child = null
+  }
+
+  async request<T = VmmView> (method: string, path: string, body?: unknown, token = TOKEN): Promise<ApiResponse<T>> {
+    const response = await fetch(`${this.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' })
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      signal: AbortSignal.timeout(20_000)
+    })
+    const text = await response.text()
+    return { status: response.status, body: (text === '' ? undefined : JSON.parse(text)) as T }
+  }
+
+  /** Ensures a new VMM whose guest behaves as `cmdline` says; returns the 201 answer. */
+  async ensure (cmdline?: string): Promise<VmmView> {
+    const response = await this.request('PUT', `/v1/vmms/${newVmmId()}`, ensureBody(cmdline))
+    if (response.status !== 201) throw new Error(`ensure: ${response.status} ${JSON.stringify(response.body)}`)
+    return response.body
+  }
+
+  /** Ensures a new VMM and waits until it runs. */
+  async ensureRunning (cmdline?: string): Promise<VmmView> {
+    return await this.waitForState((await this.ensure(cmdline)).id, 'running')
+  }
+
+  async vmm (id: string): Promise<VmmView> {
+    const response = await this.request('GET', `/v1/vmms/${id}`)
+    if (response.status !== 200) throw new Error(`GET ${id}: ${response.status} ${JSON.stringify(response.body)}`)
+    return response.body
+  }
+
+  /** Waits until the VMM's view satisfies `accept`, and returns it. */
+  async waitForVmm (id: string, what: string, accept: (view: VmmView) => boolean, timeoutMs = 10_000): Promise<VmmView> {
+    let last: VmmView | null = null
+    return await waitFor(`VMM ${id} ${what}`, async () => {
+      last = await this.vmm(id)
+      return accept(last) ? last : null
+    }, { timeoutMs, intervalMs: 50, detail: () => `last seen: ${JSON.stringify(last)}` })
+  }
+
+  async waitForState (id: string, state: VmmView['state'], timeoutMs?: number): Promise<VmmView> {
+    return await this.waitForVmm(id, `reaching ${state}`, (view) => view.state === state, timeoutMs)
+  }
+
+  /** The live VMM processes under this agent's state directory. */
+  async vmmProcesses (): Promise<RunningProcess[]> {
+    return [...(await findVmmProcesses(this.vmmsDir)).values()]
+  }
+
+  async cleanup (): Promise<void> {
+    await this.kill()
+    for (const vmm of await this.vmmProcesses()) {
+      try {
+        process.kill(vmm.pid, 'SIGKILL')
+      } catch {
+        // Already gone.
+      }
+    }
+    await rm(this.root, { recursive: true, force: true })
+  }
+}
+
+let instances = 0
+
+/** An ensure request whose guest behaves as `cmdline` says (sim.* directives). */
+export function ensureBody (cmdline = 'console=ttyS0', instanceId?: string): object {
+  const n = instances++
+  return {
+    instanceId: instanceId ?? `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+    instanceName: `test-${n}`,
+    spec: { vcpus: 1, memoryMiB: 128, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline } }
+  }
+}
+
+export function newVmmId (): string {
+  return crypto.randomUUID()
+}
