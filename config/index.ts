@@ -100,7 +100,8 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
       VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
-      VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(10)
+      VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(15),
+      VMPLANE_HOST_UNREACHABLE_SECONDS: seconds.default(30)
     }),
     env
   )
@@ -115,6 +116,8 @@ export function workerConfig (env: Env = process.env) {
      */
     killBackstopMs: w.VMPLANE_KILL_BACKSTOP_SECONDS * 1000,
     agentCallTimeoutMs: w.VMPLANE_AGENT_CALL_TIMEOUT_SECONDS * 1000,
+    /** How long a host's agent may be silent before the host is shown unreachable. */
+    hostUnreachableAfterMs: w.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }
@@ -136,7 +139,9 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_HOST_MEMORY_MIB: count.default(Math.floor(totalmem() / 1024 / 1024)),
       VMPLANE_HEARTBEAT_SECONDS: seconds.default(5),
       VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: seconds.default(5),
-      VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5)
+      VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5),
+      VMPLANE_VMM_PING_SECONDS: seconds.default(10),
+      VMPLANE_REPORT_RETRY_MAX_SECONDS: seconds.default(30)
     }),
     env
   )
@@ -153,6 +158,10 @@ export function agentConfig (env: Env = process.env) {
     heartbeatMs: a.VMPLANE_HEARTBEAT_SECONDS * 1000,
     powerButtonIntervalMs: a.VMPLANE_POWER_BUTTON_INTERVAL_SECONDS * 1000,
     vmmCallTimeoutMs: a.VMPLANE_VMM_CALL_TIMEOUT_SECONDS * 1000,
+    /** How often each VMM's API is pinged; no answer while the process lives marks it unresponsive. */
+    vmmPingIntervalMs: a.VMPLANE_VMM_PING_SECONDS * 1000,
+    /** The longest wait between two attempts to deliver VMM reports to Temporal. */
+    reportRetryMaxMs: a.VMPLANE_REPORT_RETRY_MAX_SECONDS * 1000,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }
@@ -177,12 +186,15 @@ export function stackConfig (env: Env = process.env) {
     }),
     env
   )
+  const temporal = temporalConfig(env)
   return {
     dataDir: resolve(s.VMPLANE_DATA_DIR),
     hosts: s.VMPLANE_HOSTS,
     temporalPort: s.VMPLANE_TEMPORAL_PORT,
     temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
     temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,
+    namespace: temporal.namespace,
+    taskQueue: temporal.taskQueue,
     pgPort: s.VMPLANE_PG_PORT,
     apiPort: s.VMPLANE_API_PORT,
     agentBasePort: s.VMPLANE_AGENT_PORT,
@@ -193,3 +205,14 @@ export function stackConfig (env: Env = process.env) {
   }
 }
 export type StackConfig = ReturnType<typeof stackConfig>
+
+/** Reads a process's configuration, or stops the process with one line saying what is wrong. */
+export function loadConfigOrExit<T> (read: () => T, processName: string): T {
+  try {
+    return read()
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    console.error(`${processName}: ${err.message}`)
+    process.exit(2)
+  }
+}

@@ -61,6 +61,8 @@ export interface VmmReport {
   /** A sentence for people: what happened. */
   reason: string | null
   exit: VmmExit | null
+  /** Set while the VMM's API does not answer though its process lives: a condition, not death. */
+  unresponsiveSince: string | null
 }
 
 /** Describes an exit for events and errors, e.g. "exited with code 3" or "killed by SIGSEGV". */
@@ -68,4 +70,20 @@ export function describeExit (exit: VmmExit): string {
   if (exit.signal !== null) return `killed by ${exit.signal}`
   if (exit.code !== null) return `exited with code ${exit.code}`
   return 'exit status unknown'
+}
+
+/** A VMM as the control plane records it. */
+export interface VmmRecord {
+  id: string
+  instanceId: string
+  hostId: string
+  state: VmmState
+  /** The generation of the last report applied. */
+  generation: number
+  reason: string | null
+  exit: VmmExit | null
+  unresponsiveSince: string | null
+  createdAt: string
+  updatedAt: string
+  destroyedAt: string | null
 }

@@ -7,7 +7,7 @@
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
-import type { InstanceState } from '../domain/instance.js'
+import type { InstanceShape, InstanceState, IntendedState, RestartPolicy } from '../domain/instance.js'
 import type { OperationKind } from '../domain/operation.js'
 import type { VmmReport } from '../domain/vmm.js'
 
@@ -28,8 +28,17 @@ export interface OperationRequestBase {
   requestedAt: string
 }
 
+/** Everything the instance's row is made of, so the workflow can ensure the row exists. */
+export interface NewInstance extends InstanceShape {
+  name: string
+  stopGraceSeconds: number
+  restartPolicy: RestartPolicy
+  intendedState: IntendedState
+}
+
 export interface CreateRequest extends OperationRequestBase {
   kind: 'create'
+  instance: NewInstance
   /** Start the instance once it is created. */
   start: boolean
 }
@@ -44,13 +53,13 @@ export interface RebootRequest extends OperationRequestBase {
 
 export interface StopRequest extends OperationRequestBase {
   kind: 'stop'
-  /** Seconds the guest gets to power off before its VMM is killed; null: the instance's own. */
-  graceSeconds: number | null
+  /** Seconds from `requestedAt` the guest gets to power off before its VMM is killed. */
+  graceSeconds: number
 }
 
 export interface DeleteRequest extends OperationRequestBase {
   kind: 'delete'
-  graceSeconds: number | null
+  graceSeconds: number
 }
 
 export type OperationRequest = CreateRequest | StartRequest | RebootRequest | StopRequest | DeleteRequest

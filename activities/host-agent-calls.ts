@@ -1,0 +1,87 @@
+/**
+ * Activities that act on VMMs through their host's agent. Each returns what the agent answered
+ * as a `VmmReport`, so the workflow applies the answer exactly like a report the agent sent.
+ *
+ * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
+ * workflows and retry policies branch on the type, never on the message.
+ */
+import { ApplicationFailure } from '@temporalio/activity'
+import type { Pool } from '../db/pool.js'
+import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
+import type { VmmSpec, VmmView } from '../domain/host-agent-api.js'
+import type { VmmReport } from '../domain/vmm.js'
+import type { HostAgentClient } from './host-agent-client.js'
+import { agentUrlOf } from './host-records.js'
+
+export interface VmmTarget {
+  hostId: string
+  vmmId: string
+}
+
+export interface EnsureVmmInput extends VmmTarget {
+  instanceId: string
+  instanceName: string
+  spec: VmmSpec
+}
+
+export interface PowerButtonInput extends VmmTarget {
+  /** ISO time at which the agent kills the VMM if the guest has not powered off. */
+  deadline: string
+}
+
+export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
+  async function onAgent<T> (hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
+    const agentUrl = await agentUrlOf(pool, hostId)
+    if (agentUrl === null) throw ApplicationFailure.nonRetryable(`host ${hostId} is not registered`, 'InvalidRequest')
+    try {
+      return await call(agentUrl)
+    } catch (err) {
+      if (!(err instanceof HostAgentError)) throw err
+      throw ApplicationFailure.create({
+        type: err.errorClass,
+        message: err.message,
+        nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
+      })
+    }
+  }
+
+  return {
+    async ensureVmm (input: EnsureVmmInput): Promise<VmmReport> {
+      const view = await onAgent(input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
+        instanceId: input.instanceId,
+        instanceName: input.instanceName,
+        spec: input.spec
+      }))
+      return toReport(view, input.hostId)
+    },
+
+    async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
+      const view = await onAgent(input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      return toReport(view, input.hostId)
+    },
+
+    async rebootVmm (input: VmmTarget): Promise<VmmReport> {
+      return toReport(await onAgent(input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
+    },
+
+    /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
+    async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
+      const view = await onAgent(input.hostId, (url) => client.destroyVmm(url, input.vmmId))
+      return view === null ? null : toReport(view, input.hostId)
+    }
+  }
+}
+
+function toReport (view: VmmView, hostId: string): VmmReport {
+  return {
+    vmmId: view.id,
+    instanceId: view.instanceId,
+    hostId,
+    state: view.state,
+    generation: view.generation,
+    observedAt: view.updatedAt,
+    reason: view.reason,
+    exit: view.exit,
+    unresponsiveSince: view.unresponsiveSince
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The control plane's client of the host agents' HTTP API (`domain/host-agent-api.ts`).
+ *
+ * Every failure comes out as a `HostAgentError` of one class (DESIGN.md §5): a refusal is
+ * `InvalidRequest`, an agent that affirms it has no such VMM is `VmmNotFound`, and everything
+ * that leaves the truth unknown — refused or reset connections, timeouts, 5xx, a body that does
+ * not parse — is `HostUnreachable`. Only the first two are answers; the last is not a fact about
+ * the VM and must never change its state (I2).
+ */
+import { z } from 'zod'
+import {
+  agentErrorSchema,
+  vmmListSchema,
+  vmmViewSchema,
+  type EnsureVmmRequest,
+  type PowerButtonRequest,
+  type VmmView
+} from '../domain/host-agent-api.js'
+import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
+
+export interface HostAgentClientOptions {
+  token: string
+  timeoutMs: number
+}
+
+export class HostAgentClient {
+  constructor (private readonly options: HostAgentClientOptions) {}
+
+  async ensureVmm (agentUrl: string, vmmId: string, request: EnsureVmmRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'PUT', `/v1/vmms/${vmmId}`, request, vmmViewSchema)
+  }
+
+  async getVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
+    return await this.call(agentUrl, 'GET', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema)
+  }
+
+  async listVmms (agentUrl: string): Promise<VmmView[]> {
+    return (await this.call(agentUrl, 'GET', '/v1/vmms', undefined, vmmListSchema)).items
+  }
+
+  async pressPowerButton (agentUrl: string, vmmId: string, request: PowerButtonRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/power-button`, request, vmmViewSchema)
+  }
+
+  async rebootVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/reboot`, {}, vmmViewSchema)
+  }
+
+  /** Kills the VMM and waits for it; `null` when the agent has no record of it at all. */
+  async destroyVmm (agentUrl: string, vmmId: string): Promise<VmmView | null> {
+    try {
+      return await this.call(agentUrl, 'DELETE', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema)
+    } catch (err) {
+      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return null
+      throw err
+    }
+  }
+
+  private async call<T> (agentUrl: string, method: string, path: string, body: unknown, schema: z.ZodType<T>): Promise<T> {
+    const where = `${method} ${agentUrl}${path}`
+    let response: Response
+    try {
+      response = await fetch(new URL(path, agentUrl), {
+        method,
+        headers: {
+          authorization: `Bearer ${this.options.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' })
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.timeoutMs)
+      })
+    } catch (err) {
+      throw new HostAgentError('HostUnreachable', `${where}: ${describeFetchError(err)}`)
+    }
+    const text = await response.text().catch(() => '')
+    if (!response.ok) {
+      const errorClass = classifyAgentStatus(response.status)
+      throw new HostAgentError(errorClass, `${where}: ${response.status} ${agentMessage(text)}`, response.status)
+    }
+    const parsed = schema.safeParse(parseJson(text))
+    if (!parsed.success) {
+      throw new HostAgentError('HostUnreachable', `${where}: unexpected response: ${parsed.error.message}`, response.status)
+    }
+    return parsed.data
+  }
+}
+
+function parseJson (text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+function agentMessage (text: string): string {
+  const parsed = agentErrorSchema.safeParse(parseJson(text))
+  return parsed.success ? parsed.data.message : text.slice(0, 200)
+}
+
+function describeFetchError (err: unknown): string {
+  if (!(err instanceof Error)) return String(err)
+  if (err.name === 'TimeoutError') return 'timed out'
+  const cause = (err as Error & { cause?: { code?: string, message?: string } }).cause
+  return cause?.code ?? cause?.message ?? err.message
+}

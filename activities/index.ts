@@ -1,0 +1,63 @@
+/**
+ * All of vmplane's activities, built around the worker's shared resources (Temporal samples'
+ * `createActivities` pattern). Workflows import only the type.
+ */
+import type { Pool } from '../db/pool.js'
+import type { HostAnnouncement } from '../domain/host.js'
+import type { VmmReport } from '../domain/vmm.js'
+import { HostAgentClient } from './host-agent-client.js'
+import { createHostAgentCalls } from './host-agent-calls.js'
+import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
+import { insertInstance } from '../db/instances.js'
+import type { NewInstance } from '../workflows/definitions.js'
+import { loadInstance, recordInstanceChange, type InstanceChange } from './instance-records.js'
+import { applyVmmObservation, placeVmm, type PlacementRequest } from './vmm-records.js'
+
+/** Durations the workflows need; from the worker's configuration, recorded in history. */
+export interface OperationSettings {
+  bootTimeoutMs: number
+  killBackstopMs: number
+  hostUnreachableAfterMs: number
+}
+
+export interface ActivityDependencies {
+  pool: Pool
+  agentToken: string
+  agentCallTimeoutMs: number
+  settings: OperationSettings
+}
+
+export function createActivities (deps: ActivityDependencies) {
+  const { pool } = deps
+  const agentClient = new HostAgentClient({ token: deps.agentToken, timeoutMs: deps.agentCallTimeoutMs })
+  return {
+    async operationSettings (): Promise<OperationSettings> {
+      return deps.settings
+    },
+    async loadInstance (instanceId: string) {
+      return await loadInstance(pool, instanceId)
+    },
+    /** Creates the row if the API did not; `null` if its name was taken meanwhile. */
+    async ensureInstance (instanceId: string, spec: NewInstance) {
+      return await insertInstance(pool, instanceId, spec) ? await loadInstance(pool, instanceId) : null
+    },
+    async recordInstanceChange (change: InstanceChange) {
+      return await recordInstanceChange(pool, change)
+    },
+    async placeVmm (request: PlacementRequest) {
+      return await placeVmm(pool, request)
+    },
+    async applyVmmObservation (report: VmmReport) {
+      return await applyVmmObservation(pool, report)
+    },
+    async recordHostHeartbeat (announcement: HostAnnouncement) {
+      return await recordHostHeartbeat(pool, announcement)
+    },
+    async markHostUnreachable (hostId: string, lastHeardAt: string | null) {
+      await markHostUnreachable(pool, hostId, lastHeardAt)
+    },
+    ...createHostAgentCalls(pool, agentClient)
+  }
+}
+
+export type Activities = ReturnType<typeof createActivities>

@@ -1,0 +1,38 @@
+/**
+ * The API as a Fastify plugin (fastify/demo's layout): shared plugins first, then the public
+ * routes, then everything under `/v1` behind the bearer token.
+ */
+import type { FastifyInstance } from 'fastify'
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
+import type { ApiConfig } from '../config/index.js'
+import { requireToken } from './plugins/auth.js'
+import database from './plugins/database.js'
+import openapi from './plugins/openapi.js'
+import problemDetails from './plugins/problem-details.js'
+import temporal from './plugins/temporal.js'
+import health from './routes/health.js'
+import hosts from './routes/hosts.js'
+import instances from './routes/instances.js'
+import operations from './routes/operations.js'
+import instanceRequests from './services/instance-requests.js'
+import instancesRepository from './services/instances-repository.js'
+
+export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'token' | 'defaultStopGraceSeconds'>
+
+export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
+  fastify.setValidatorCompiler(validatorCompiler)
+  fastify.setSerializerCompiler(serializerCompiler)
+  await fastify.register(problemDetails)
+  await fastify.register(database, { databaseUrl: opts.databaseUrl })
+  await fastify.register(temporal, { temporal: opts.temporal })
+  await fastify.register(instancesRepository)
+  await fastify.register(instanceRequests, { defaultStopGraceSeconds: opts.defaultStopGraceSeconds })
+  await fastify.register(openapi)
+  await fastify.register(health)
+  await fastify.register(async (v1) => {
+    await v1.register(requireToken, { token: opts.token })
+    await v1.register(instances)
+    await v1.register(operations)
+    await v1.register(hosts)
+  }, { prefix: '/v1' })
+}

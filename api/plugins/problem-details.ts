@@ -1,0 +1,70 @@
+/**
+ * Every error leaves the API as RFC 9457 problem details (`application/problem+json`), naming
+ * what was wrong: each invalid field for validation errors, the state and the operation in flight
+ * for conflicts. A 5xx never reveals internals; it is logged instead.
+ */
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  404: 'Not Found',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable'
+}
+
+/** An error the API means to return as it is. */
+export class ApiProblem extends Error {
+  constructor (
+    readonly status: number,
+    readonly title: string,
+    readonly detail: string,
+    readonly errors?: Array<{ path: string, message: string }>
+  ) {
+    super(detail)
+  }
+}
+
+function send (reply: FastifyReply, request: FastifyRequest, problem: ApiProblem): FastifyReply {
+  return reply
+    .code(problem.status)
+    .type('application/problem+json')
+    .send({
+      type: 'about:blank',
+      title: problem.title,
+      status: problem.status,
+      detail: problem.detail,
+      instance: request.url,
+      ...(problem.errors === undefined ? {} : { errors: problem.errors })
+    })
+}
+
+function toProblem (err: FastifyError): ApiProblem {
+  if (err instanceof ApiProblem) return err
+  if (hasZodFastifySchemaValidationErrors(err)) {
+    const errors = err.validation.map((v) => ({
+      path: [err.validationContext, ...(v.instancePath.split('/').filter((p) => p !== ''))].join('.'),
+      message: v.message ?? 'is invalid'
+    }))
+    return new ApiProblem(400, 'Bad Request', errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors)
+  }
+  const status = err.statusCode ?? 500
+  if (status >= 400 && status < 500) return new ApiProblem(status, TITLES[status] ?? 'Bad Request', err.message)
+  return new ApiProblem(status, TITLES[status] ?? 'Internal Server Error', 'the request could not be completed; see the API log')
+}
+
+export default fp(async (fastify) => {
+  fastify.setErrorHandler((err: FastifyError, request, reply) => {
+    const problem = toProblem(err)
+    if (problem.status >= 500) request.log.error({ err }, 'request failed')
+    return send(reply, request, problem)
+  })
+  fastify.setNotFoundHandler((request, reply) =>
+    send(reply, request, new ApiProblem(404, 'Not Found', `no route ${request.method} ${request.url}`)))
+}, { name: 'problem-details' })

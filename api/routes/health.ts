@@ -1,0 +1,38 @@
+/**
+ * `/healthz`: the API process answers. `/readyz`: it can do its job, meaning PostgreSQL and
+ * Temporal answer and a worker is polling the task queue (otherwise accepted operations would
+ * sit unprocessed).
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import { z } from 'zod'
+import { ApiProblem } from '../plugins/problem-details.js'
+
+/** A worker long-polls continuously; one not seen for this long is gone. */
+const WORKER_SEEN_WITHIN_MS = 90_000
+
+const routes: FastifyPluginAsyncZod = async (fastify) => {
+  fastify.get('/healthz', {
+    schema: { tags: ['health'], response: { 200: z.object({ status: z.literal('ok') }) } }
+  }, async () => ({ status: 'ok' as const }))
+
+  fastify.get('/readyz', {
+    schema: { tags: ['health'], response: { 200: z.object({ status: z.literal('ready') }) } }
+  }, async () => {
+    const problems: string[] = []
+    await fastify.db.query('SELECT 1').catch((err: Error) => problems.push(`PostgreSQL: ${err.message}`))
+    const { namespace, taskQueue } = fastify.temporalConfig
+    const queue = await fastify.temporal.workflowService.describeTaskQueue({
+      namespace,
+      taskQueue: { name: taskQueue },
+      taskQueueType: 1 // TASK_QUEUE_TYPE_WORKFLOW
+    }).catch((err: Error) => { problems.push(`Temporal: ${err.message}`) })
+    if (queue !== undefined) {
+      const seen = (queue.pollers ?? []).some((p) => Date.now() - Number(p.lastAccessTime?.seconds ?? 0) * 1000 < WORKER_SEEN_WITHIN_MS)
+      if (!seen) problems.push(`no worker is polling task queue ${taskQueue}`)
+    }
+    if (problems.length > 0) throw new ApiProblem(503, 'Service Unavailable', `not ready: ${problems.join('; ')}`)
+    return { status: 'ready' as const }
+  })
+}
+
+export default routes

@@ -1,0 +1,87 @@
+/** `/v1/instances`: create, read, start, stop, reboot and delete instances. */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import { ApiProblem } from '../plugins/problem-details.js'
+import { idParamsSchema, problemResponses } from '../schemas/common.js'
+import {
+  acceptedSchema,
+  createInstanceBody,
+  deleteInstanceQuery,
+  instanceListSchema,
+  instanceSchema,
+  listInstancesQuery,
+  stopInstanceBody
+} from '../schemas/instances.js'
+import type { Accepted } from '../services/instance-requests.js'
+
+const tags = ['instances']
+const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema, ...problemResponses }
+
+const routes: FastifyPluginAsyncZod = async (fastify) => {
+  const requests = fastify.instanceRequests
+
+  function answer (accepted: Accepted) {
+    const { status, ...body } = accepted
+    return [status, body] as const
+  }
+
+  fastify.post('/instances', {
+    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', body: createInstanceBody, response: acceptedResponses }
+  }, async (request, reply) => {
+    const [status, body] = answer(await requests.create(request.body))
+    return reply.code(status).send(body)
+  })
+
+  fastify.get('/instances', {
+    schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema, ...problemResponses } }
+  }, async (request) => await fastify.instancesRepository.list(request.query))
+
+  fastify.get('/instances/:id', {
+    schema: { tags, summary: 'Get an instance', params: idParamsSchema, response: { 200: instanceSchema, ...problemResponses } }
+  }, async (request) => {
+    const instance = await fastify.instancesRepository.find(request.params.id)
+    if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
+    return instance
+  })
+
+  fastify.post('/instances/:id/start', {
+    schema: { tags, summary: 'Start a stopped or failed instance', params: idParamsSchema, response: acceptedResponses }
+  }, async (request, reply) => {
+    const [status, body] = answer(await requests.start(request.params.id))
+    return reply.code(status).send(body)
+  })
+
+  fastify.post('/instances/:id/stop', {
+    schema: {
+      tags,
+      summary: 'Stop an instance: ACPI power-off, then kill its VMM when the grace period ends. Preempts a start or reboot in flight.',
+      params: idParamsSchema,
+      body: stopInstanceBody,
+      response: acceptedResponses
+    }
+  }, async (request, reply) => {
+    const [status, body] = answer(await requests.stop(request.params.id, request.body?.graceSeconds))
+    return reply.code(status).send(body)
+  })
+
+  fastify.post('/instances/:id/reboot', {
+    schema: { tags, summary: 'Reboot a running instance', params: idParamsSchema, response: acceptedResponses }
+  }, async (request, reply) => {
+    const [status, body] = answer(await requests.reboot(request.params.id))
+    return reply.code(status).send(body)
+  })
+
+  fastify.delete('/instances/:id', {
+    schema: {
+      tags,
+      summary: 'Delete an instance: stop it (killing its VMM when the grace period ends), then destroy it',
+      params: idParamsSchema,
+      querystring: deleteInstanceQuery,
+      response: acceptedResponses
+    }
+  }, async (request, reply) => {
+    const [status, body] = answer(await requests.delete(request.params.id, request.query.graceSeconds))
+    return reply.code(status).send(body)
+  })
+}
+
+export default routes

@@ -1,0 +1,15 @@
+/** Builds the API server: Fastify with vmplane's logger, the app, and nothing listening yet. */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { ApiConfig } from '../config/index.js'
+import type { Logger } from '../log/logger.js'
+import app from './app.js'
+
+export async function buildServer (config: ApiConfig, logger: Logger): Promise<FastifyInstance> {
+  const fastify = Fastify({
+    // pino's Logger and Fastify's logger interface differ only in their generic parameters.
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: 64 * 1024
+  })
+  await fastify.register(app, config)
+  return fastify
+}

@@ -1,0 +1,236 @@
+/**
+ * Turns users' requests into workflow executions under the instance's workflow ID.
+ *
+ * - create: the instance's row, its operation and the workflow start happen in one database
+ *   transaction, so a failed start leaves nothing behind (never a half-created instance); the
+ *   workflow ensures the row exists too, in case this process dies before committing.
+ * - start and reboot: started with the "fail if running" conflict policy, so the workflow ID is
+ *   the instance lock (I4). If the execution holding it only applies host reports, the request is
+ *   handed over to it and runs next; if it is another operation, the answer is 409 naming it.
+ * - stop and delete: `signalWithStart`, so whatever execution runs receives the request and
+ *   switches to the stop path (preemption); otherwise a new execution starts with it.
+ *
+ * Requests that need nothing done (stopping a stopped instance) answer 200 and start nothing.
+ * The operation's row is written once the workflow has it, and by the workflow too: whichever
+ * comes first creates it.
+ */
+import { randomUUID } from 'node:crypto'
+import {
+  WorkflowExecutionAlreadyStartedError,
+  type Client,
+  type WorkflowStartOptions
+} from '@temporalio/client'
+import fp from 'fastify-plugin'
+import { insertInstance } from '../../db/instances.js'
+import { inTransaction, type Pool, type PoolClient } from '../../db/pool.js'
+import { instanceWorkflowId } from '../../domain/ids.js'
+import { verdictFor } from '../../domain/instance-rules.js'
+import type { OperationKind } from '../../domain/operation.js'
+import {
+  WORKFLOW_TYPES,
+  haltRequestedSignal,
+  operationRequestedSignal,
+  type HaltRequest,
+  type NewInstance,
+  type OperationRequest,
+  type RebootRequest,
+  type StartRequest
+} from '../../workflows/definitions.js'
+import { InstanceIdKey, OperationKey } from '../../workflows/search-attributes.js'
+import { ApiProblem } from '../plugins/problem-details.js'
+import type { InstanceView, InstancesRepository } from './instances-repository.js'
+
+export interface Accepted {
+  status: 200 | 202
+  instance: InstanceView
+  operation: Awaited<ReturnType<InstancesRepository['findOperation']>>
+  message?: string
+}
+
+export interface CreateInput {
+  name: string
+  vcpus: number
+  memoryMiB: number
+  boot: NewInstance['boot']
+  start: boolean
+  stopGraceSeconds?: number
+}
+
+interface Dependencies {
+  db: Pool
+  temporal: Client
+  taskQueue: string
+  repository: InstancesRepository
+  defaultStopGraceSeconds: number
+}
+
+/** Temporal and PostgreSQL being down are the caller's to retry, not our bug. */
+function unavailable (err: unknown): never {
+  const code = (err as { code?: unknown }).code
+  if (code === 14 || code === 'ECONNREFUSED' || code === '57P01') {
+    throw new ApiProblem(503, 'Service Unavailable', 'a service vmplane depends on is unreachable; retry shortly')
+  }
+  throw err
+}
+
+export function createInstanceRequests (deps: Dependencies) {
+  const { db, temporal, repository } = deps
+
+  function startOptions (request: OperationRequest, name: string) {
+    return {
+      workflowId: instanceWorkflowId(request.instanceId),
+      taskQueue: deps.taskQueue,
+      args: [request],
+      typedSearchAttributes: [
+        { key: InstanceIdKey, value: request.instanceId },
+        { key: OperationKey, value: request.kind }
+      ],
+      memo: { instanceName: name },
+      staticSummary: summary(request, name)
+    } satisfies Partial<WorkflowStartOptions>
+  }
+
+  async function recordOperation (tx: Pool | PoolClient, request: OperationRequest, runId: string): Promise<void> {
+    await tx.query(
+      `INSERT INTO operations (id, instance_id, kind, status, params, workflow_id, run_id, started_at)
+       VALUES ($1, $2, $3, 'running', $4, $5, $6, $7)
+       ON CONFLICT (id) DO NOTHING`,
+      [request.operationId, request.instanceId, request.kind, JSON.stringify(paramsOf(request)), instanceWorkflowId(request.instanceId), runId, request.requestedAt]
+    )
+  }
+
+  async function accepted (request: OperationRequest): Promise<Accepted> {
+    const [instance, operation] = await Promise.all([repository.find(request.instanceId), repository.findOperation(request.operationId)])
+    if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.instanceId} does not exist`)
+    return { status: 202, instance, operation }
+  }
+
+  async function existing (id: string): Promise<InstanceView> {
+    const instance = await repository.find(id).catch(unavailable)
+    if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${id} does not exist`)
+    return instance
+  }
+
+  /** Checks the request against the instance's state; answers at once when nothing is to be done. */
+  function judge (kind: Exclude<OperationKind, 'create'>, instance: InstanceView): Accepted | null {
+    const verdict = verdictFor(kind, instance.state)
+    if (verdict.verdict === 'noop') return { status: 200, instance, operation: null, message: verdict.reason }
+    if (verdict.verdict === 'conflict') throw conflict(instance, verdict.reason)
+    return null
+  }
+
+  async function startOperation (request: StartRequest | RebootRequest, instance: InstanceView): Promise<Accepted> {
+    const options = startOptions(request, instance.name)
+    let runId: string
+    try {
+      runId = (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) unavailable(err)
+      const running = await temporal.workflow.getHandle(options.workflowId).describe().catch(unavailable)
+      if (running.type !== WORKFLOW_TYPES.reports) throw conflict(await existing(instance.id), 'another operation is in flight')
+      runId = (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], {
+        ...options,
+        signal: operationRequestedSignal,
+        signalArgs: [request]
+      }).catch(unavailable)).signaledRunId
+    }
+    await recordOperation(db, request, runId).catch(unavailable)
+    return await accepted(request)
+  }
+
+  async function halt (request: HaltRequest, instance: InstanceView): Promise<Accepted> {
+    const handle = await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], {
+      ...startOptions(request, instance.name),
+      signal: haltRequestedSignal,
+      signalArgs: [request]
+    }).catch(unavailable)
+    await recordOperation(db, request, handle.signaledRunId).catch(unavailable)
+    return await accepted(request)
+  }
+
+  function base (instanceId: string) {
+    return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
+  }
+
+  return {
+    async create (input: CreateInput): Promise<Accepted> {
+      const instance: NewInstance = {
+        name: input.name,
+        vcpus: input.vcpus,
+        memoryMiB: input.memoryMiB,
+        boot: input.boot,
+        stopGraceSeconds: input.stopGraceSeconds ?? deps.defaultStopGraceSeconds,
+        restartPolicy: 'never',
+        intendedState: input.start ? 'running' : 'stopped'
+      }
+      const request = { ...base(randomUUID()), kind: 'create' as const, instance, start: input.start }
+      await inTransaction(db, async (tx) => {
+        if (!await insertInstance(tx, request.instanceId, instance)) {
+          throw new ApiProblem(409, 'Conflict', `an instance named ${input.name} already exists`)
+        }
+        const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, input.name), workflowIdConflictPolicy: 'FAIL' })
+        await recordOperation(tx, request, handle.firstExecutionRunId)
+      }).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
+      return await accepted(request)
+    },
+
+    async start (id: string): Promise<Accepted> {
+      const instance = await existing(id)
+      return judge('start', instance) ?? await startOperation({ ...base(id), kind: 'start' }, instance)
+    },
+
+    async reboot (id: string): Promise<Accepted> {
+      const instance = await existing(id)
+      return judge('reboot', instance) ?? await startOperation({ ...base(id), kind: 'reboot' }, instance)
+    },
+
+    async stop (id: string, graceSeconds: number | undefined): Promise<Accepted> {
+      const instance = await existing(id)
+      return judge('stop', instance) ??
+        await halt({ ...base(id), kind: 'stop', graceSeconds: graceSeconds ?? instance.stopGraceSeconds }, instance)
+    },
+
+    async delete (id: string, graceSeconds: number | undefined): Promise<Accepted> {
+      const instance = await existing(id)
+      return judge('delete', instance) ??
+        await halt({ ...base(id), kind: 'delete', graceSeconds: graceSeconds ?? instance.stopGraceSeconds }, instance)
+    }
+  }
+}
+
+function conflict (instance: InstanceView, reason: string): ApiProblem {
+  const inFlight = instance.operation === null ? '' : `; operation ${instance.operation.id} (${instance.operation.kind}) is in flight`
+  return new ApiProblem(409, 'Conflict', `${reason}: instance ${instance.name} is ${instance.state}${inFlight}`)
+}
+
+/** A line a person can read in the Temporal UI's workflow list. */
+function summary (request: OperationRequest, name: string): string {
+  switch (request.kind) {
+    case 'create': return `create ${name}${request.start ? ' and start it' : ''}`
+    case 'stop':
+    case 'delete': return `${request.kind} ${name} (grace ${request.graceSeconds} s)`
+    default: return `${request.kind} ${name}`
+  }
+}
+
+function paramsOf (request: OperationRequest): Record<string, unknown> {
+  return request.kind === 'stop' || request.kind === 'delete' ? { graceSeconds: request.graceSeconds } : {}
+}
+
+export type InstanceRequests = ReturnType<typeof createInstanceRequests>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    instanceRequests: InstanceRequests
+  }
+}
+
+export default fp<{ defaultStopGraceSeconds: number }>(async (fastify, opts) => {
+  fastify.decorate('instanceRequests', createInstanceRequests({
+    db: fastify.db,
+    temporal: fastify.temporal,
+    taskQueue: fastify.temporalConfig.taskQueue,
+    repository: fastify.instancesRepository,
+    defaultStopGraceSeconds: opts.defaultStopGraceSeconds
+  }))
+}, { name: 'instance-requests', dependencies: ['database', 'temporal', 'instances-repository'] })

@@ -1,0 +1,116 @@
+/**
+ * What the API reads: instances with their active VMM and the operation in flight, operations
+ * and hosts. One query per request, paged by keyset so a page costs the same at any depth.
+ */
+import fp from 'fastify-plugin'
+import type { z } from 'zod'
+import type { Pool } from '../../db/pool.js'
+import { HOST_COLUMNS, INSTANCE_COLUMNS, OPERATION_COLUMNS, toHost, toInstance, toOperation } from '../../db/rows.js'
+import type { InstanceState } from '../../domain/instance.js'
+import type { Operation } from '../../domain/operation.js'
+import type { hostSchema } from '../schemas/hosts.js'
+import type { instanceSchema } from '../schemas/instances.js'
+import { ApiProblem } from '../plugins/problem-details.js'
+
+export type InstanceView = z.infer<typeof instanceSchema>
+export type HostView = z.infer<typeof hostSchema>
+
+const INSTANCE_VIEW_QUERY = `
+  SELECT ${INSTANCE_COLUMNS},
+         v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
+         to_jsonb(o) AS operation
+    FROM instances i
+    LEFT JOIN vmms v ON v.id = i.active_vmm_id
+    LEFT JOIN LATERAL (
+      SELECT ${OPERATION_COLUMNS} FROM operations o
+       WHERE o.instance_id = i.id AND o.finished_at IS NULL
+       ORDER BY o.started_at DESC LIMIT 1
+    ) o ON true`
+
+function toInstanceView (row: Record<string, any>): InstanceView {
+  const { generation: _generation, activeVmmId: _activeVmmId, ...instance } = toInstance(row)
+  return {
+    ...instance,
+    vmm: row.vmm_id === null
+      ? null
+      : { id: row.vmm_id, hostId: row.vmm_host_id, state: row.vmm_state, reason: row.vmm_reason, exit: row.vmm_exit },
+    operation: row.operation === null ? null : operationFromJson(row.operation)
+  }
+}
+
+/** `to_jsonb` renders timestamps in PostgreSQL's format; the API speaks ISO 8601 in UTC. */
+function operationFromJson (json: Record<string, any>): Operation {
+  const op = toOperation(json)
+  return { ...op, startedAt: new Date(op.startedAt).toISOString(), finishedAt: op.finishedAt === null ? null : new Date(op.finishedAt).toISOString() }
+}
+
+interface Cursor {
+  createdAt: string
+  id: string
+}
+
+function encodeCursor (view: InstanceView): string {
+  return Buffer.from(JSON.stringify([view.createdAt, view.id])).toString('base64url')
+}
+
+function decodeCursor (cursor: string): Cursor {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as [unknown, unknown]
+    if (typeof createdAt === 'string' && typeof id === 'string' && !Number.isNaN(Date.parse(createdAt))) return { createdAt, id }
+  } catch {}
+  throw new ApiProblem(400, 'Bad Request', 'query.cursor: is not a cursor this API returned', [{ path: 'query.cursor', message: 'is not a cursor this API returned' }])
+}
+
+export function createInstancesRepository (db: Pool) {
+  return {
+    async find (id: string): Promise<InstanceView | null> {
+      const { rows } = await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.id = $1`, [id])
+      return rows.length === 0 ? null : toInstanceView(rows[0])
+    },
+
+    /** A page of instances, oldest first; destroyed ones only when asked for by state. */
+    async list (options: { limit: number, cursor?: string, state?: InstanceState }) {
+      const after = options.cursor === undefined ? null : decodeCursor(options.cursor)
+      const { rows } = await db.query(
+        `${INSTANCE_VIEW_QUERY}
+          WHERE ($1::text IS NULL AND i.destroyed_at IS NULL OR i.state = $1)
+            AND ($2::timestamptz IS NULL OR (i.created_at, i.id) > ($2, $3::uuid))
+          ORDER BY i.created_at, i.id
+          LIMIT $4`,
+        [options.state ?? null, after?.createdAt ?? null, after?.id ?? null, options.limit + 1]
+      )
+      const items = rows.slice(0, options.limit).map(toInstanceView)
+      const nextCursor = rows.length > options.limit ? encodeCursor(items[items.length - 1]) : null
+      return { items, nextCursor }
+    },
+
+    async findOperation (id: string): Promise<Operation | null> {
+      const { rows } = await db.query(`SELECT ${OPERATION_COLUMNS} FROM operations o WHERE o.id = $1`, [id])
+      return rows.length === 0 ? null : toOperation(rows[0])
+    },
+
+    async listHosts (): Promise<HostView[]> {
+      const { rows } = await db.query(
+        `SELECT ${HOST_COLUMNS},
+                (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms
+           FROM hosts h ORDER BY h.id`
+      )
+      return rows.map((row) => {
+        const { vcpus, memoryMiB, ...host } = toHost(row)
+        return { ...host, capacity: { vcpus, memoryMiB }, liveVmms: row.live_vmms }
+      })
+    }
+  }
+}
+
+export type InstancesRepository = ReturnType<typeof createInstancesRepository>
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    instancesRepository: InstancesRepository
+  }
+}
+
+export default fp(async (fastify) => {
+  fastify.decorate('instancesRepository', createInstancesRepository(fastify.db))
+}, { name: 'instances-repository', dependencies: ['database'] })

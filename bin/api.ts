@@ -1,0 +1,19 @@
+/** `node dist/bin/api.js`: serves the HTTP API until SIGINT or SIGTERM. */
+import { apiConfig, loadConfigOrExit } from '../config/index.js'
+import { buildServer } from '../api/server.js'
+import { createLogger } from '../log/logger.js'
+
+const config = loadConfigOrExit(apiConfig, 'api')
+const logger = createLogger(config.log, 'api')
+const server = await buildServer(config, logger)
+await server.listen({ host: config.host, port: config.port })
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    logger.info({ signal }, 'stopping')
+    server.close().then(() => process.exit(0), (err: unknown) => {
+      logger.error({ err }, 'stop failed')
+      process.exit(1)
+    })
+  })
+}

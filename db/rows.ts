@@ -1,0 +1,102 @@
+/**
+ * Maps rows to domain objects. The column lists here are the one place that knows how a
+ * table's columns spell the domain's fields.
+ */
+import type { InstanceEvent } from '../domain/event.js'
+import type { Host } from '../domain/host.js'
+import type { Instance } from '../domain/instance.js'
+import type { Operation } from '../domain/operation.js'
+import type { VmmRecord } from '../domain/vmm.js'
+
+type Row = Record<string, any>
+
+export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy,
+  i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.created_at, i.updated_at, i.destroyed_at`
+
+export function toInstance (row: Row): Instance {
+  return {
+    id: row.id,
+    name: row.name,
+    vcpus: row.vcpus,
+    memoryMiB: row.memory_mib,
+    boot: row.boot,
+    stopGraceSeconds: row.stop_grace_seconds,
+    restartPolicy: row.restart_policy,
+    state: row.state,
+    intendedState: row.intended_state,
+    activeVmmId: row.active_vmm_id,
+    generation: row.generation,
+    lastError: row.last_error,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    destroyedAt: row.destroyed_at
+  }
+}
+
+export const VMM_COLUMNS = `v.id, v.instance_id, v.host_id, v.state, v.generation, v.reason, v.exit,
+  v.unresponsive_since, v.created_at, v.updated_at, v.destroyed_at`
+
+export function toVmm (row: Row): VmmRecord {
+  return {
+    id: row.id,
+    instanceId: row.instance_id,
+    hostId: row.host_id,
+    state: row.state,
+    generation: row.generation,
+    reason: row.reason,
+    exit: row.exit,
+    unresponsiveSince: row.unresponsive_since,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    destroyedAt: row.destroyed_at
+  }
+}
+
+export const OPERATION_COLUMNS = 'o.id, o.kind, o.instance_id, o.status, o.error, o.started_at, o.finished_at, o.workflow_id, o.run_id'
+
+export function toOperation (row: Row): Operation {
+  return {
+    id: row.id,
+    kind: row.kind,
+    instanceId: row.instance_id,
+    status: row.status,
+    error: row.error,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    workflowId: row.workflow_id,
+    runId: row.run_id
+  }
+}
+
+export const EVENT_COLUMNS = 'e.id, e.instance_id, e.at, e.kind, e.state, e.operation_id, e.vmm_id, e.message, e.details'
+
+export function toEvent (row: Row): InstanceEvent {
+  return {
+    id: row.id,
+    instanceId: row.instance_id,
+    at: row.at,
+    kind: row.kind,
+    state: row.state,
+    operationId: row.operation_id,
+    vmmId: row.vmm_id,
+    message: row.message,
+    details: row.details
+  }
+}
+
+export const HOST_COLUMNS = `h.id, h.agent_url, h.vcpus, h.memory_mib, h.status, h.status_since, h.last_heartbeat_at,
+  COALESCE((SELECT sum(r.vcpus) FROM reservations r WHERE r.host_id = h.id), 0)::int AS reserved_vcpus,
+  COALESCE((SELECT sum(r.memory_mib) FROM reservations r WHERE r.host_id = h.id), 0)::int AS reserved_memory_mib`
+
+export function toHost (row: Row): Host {
+  return {
+    id: row.id,
+    agentUrl: row.agent_url,
+    vcpus: row.vcpus,
+    memoryMiB: row.memory_mib,
+    status: row.status,
+    statusSince: row.status_since,
+    lastHeartbeatAt: row.last_heartbeat_at,
+    reserved: { vcpus: row.reserved_vcpus, memoryMiB: row.reserved_memory_mib }
+  }
+}

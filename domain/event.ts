@@ -1,0 +1,27 @@
+/**
+ * Instance events: the user-visible history of an instance. Every state change is one, with
+ * a sentence saying why ("stop grace period of 30 s expired; VMM killed").
+ */
+import type { InstanceState } from './instance.js'
+
+export const EVENT_KINDS = [
+  'operation-started',
+  'operation-finished',
+  'state-changed',
+  'vmm-placed',
+  'vmm-observed'
+] as const
+export type EventKind = (typeof EVENT_KINDS)[number]
+
+export interface InstanceEvent {
+  id: string
+  instanceId: string
+  at: string
+  kind: EventKind
+  /** The instance's state after the event. */
+  state: InstanceState | null
+  operationId: string | null
+  vmmId: string | null
+  message: string
+  details: Record<string, unknown> | null
+}

@@ -1,0 +1,91 @@
+/**
+ * The rules that turn what a VMM did into what its instance is, and what users may ask for in
+ * each state. Pure functions: the workflows and the API both decide from here.
+ */
+import type { InstanceError, InstanceState, IntendedState } from './instance.js'
+import type { OperationKind } from './operation.js'
+import { describeExit, type VmmRecord } from './vmm.js'
+
+export interface InstanceOutcome {
+  state: 'stopped' | 'failed'
+  /** Set when the user's intent must follow: a guest that powered itself off stays off. */
+  intendedState?: IntendedState
+  error: Omit<InstanceError, 'at'> | null
+  message: string
+}
+
+/**
+ * What an instance becomes when its active VMM ended outside any stop. Only positive signals
+ * reach here (I2): the process exited, the agent affirmed it has no such VMM, or an operator
+ * declared the host lost. A guest that powered itself off ends `stopped` and stays stopped.
+ */
+export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason' | 'hostId'>): InstanceOutcome {
+  if (vmm.state === 'lost') {
+    return {
+      state: 'failed',
+      error: { code: 'HostLost', message: `host ${vmm.hostId} was declared lost by an operator` },
+      message: `host ${vmm.hostId} declared lost; VMM fenced`
+    }
+  }
+  const exit = vmm.exit
+  if (exit === null) {
+    return {
+      state: 'failed',
+      error: { code: 'VmmGone', message: `the host agent has no VMM for this instance (${vmm.reason ?? 'no reason given'})` },
+      message: 'VMM gone'
+    }
+  }
+  switch (exit.cause) {
+    case 'guest-poweroff':
+      return { state: 'stopped', intendedState: 'stopped', error: null, message: 'guest powered off' }
+    case 'killed':
+    case 'stop-deadline':
+      return { state: 'stopped', intendedState: 'stopped', error: null, message: vmm.reason ?? 'VMM killed' }
+    case 'boot-failed':
+      return { state: 'failed', error: { code: 'BootFailed', message: vmm.reason ?? 'the VM could not boot' }, message: 'VM failed to boot' }
+    case 'vanished':
+      return {
+        state: 'failed',
+        error: { code: 'VmmVanished', message: 'the VMM process disappeared while its host agent was down; exit status unknown' },
+        message: 'VMM vanished'
+      }
+    case 'crashed':
+      return {
+        state: 'failed',
+        error: { code: 'VmmCrashed', message: `VMM ${describeExit(exit)}` },
+        message: `VMM ${describeExit(exit)}`
+      }
+  }
+}
+
+/**
+ * What happens to a request in a given state, so the API can answer at once: `run` the
+ * operation, answer `noop` (already there), or `conflict` (cannot apply). Operations in flight
+ * are the workflows' business: a stop or delete preempts them; anything else conflicts.
+ */
+export type RequestVerdict = { verdict: 'run' } | { verdict: 'noop', reason: string } | { verdict: 'conflict', reason: string }
+
+export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: InstanceState): RequestVerdict {
+  if (state === 'destroyed') {
+    return kind === 'delete'
+      ? { verdict: 'noop', reason: 'instance is already destroyed' }
+      : { verdict: 'conflict', reason: `cannot ${kind} a destroyed instance` }
+  }
+  switch (kind) {
+    case 'start':
+      if (state === 'running') return { verdict: 'noop', reason: 'instance is already running' }
+      return state === 'stopped' || state === 'failed'
+        ? { verdict: 'run' }
+        : { verdict: 'conflict', reason: `cannot start an instance that is ${state}` }
+    case 'stop':
+      return state === 'stopped'
+        ? { verdict: 'noop', reason: 'instance is already stopped' }
+        : { verdict: 'run' }
+    case 'reboot':
+      return state === 'running'
+        ? { verdict: 'run' }
+        : { verdict: 'conflict', reason: `cannot reboot an instance that is ${state}` }
+    case 'delete':
+      return { verdict: 'run' }
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The worker: every workflow and activity of vmplane, on one task queue.
+ *
+ * Workers are stateless: any number of them may run, and one that dies loses nothing, since
+ * Temporal hands its workflow tasks and activities to another (or to it, once restarted).
+ */
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker'
+import type { WorkerConfig } from '../config/index.js'
+import { createPool } from '../db/pool.js'
+import { createActivities } from '../activities/index.js'
+import type { Logger } from '../log/logger.js'
+import { WORKFLOW_BUNDLE_PATH } from './workflow-bundle.js'
+
+const TEMPORAL_LOG_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+  TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error'
+}
+
+/** Routes the SDK's own logs (workflow and activity loggers included) into pino. */
+function installRuntime (logger: Logger): void {
+  Runtime.install({
+    logger: new DefaultLogger('INFO', (entry) => {
+      logger[TEMPORAL_LOG_LEVELS[entry.level]]({ ...entry.meta }, entry.message)
+    })
+  })
+}
+
+export async function runWorker (config: WorkerConfig, logger: Logger): Promise<void> {
+  installRuntime(logger)
+  const pool = createPool(config.databaseUrl)
+  const connection = await NativeConnection.connect({ address: config.temporal.address })
+  try {
+    const worker = await Worker.create({
+      connection,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+      workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
+      activities: createActivities({
+        pool,
+        agentToken: config.agentToken,
+        agentCallTimeoutMs: config.agentCallTimeoutMs,
+        settings: {
+          bootTimeoutMs: config.bootTimeoutMs,
+          killBackstopMs: config.killBackstopMs,
+          hostUnreachableAfterMs: config.hostUnreachableAfterMs
+        }
+      })
+    })
+    logger.info({ taskQueue: config.temporal.taskQueue, address: config.temporal.address }, 'worker polling')
+    await worker.run()
+  } finally {
+    await connection.close()
+    await pool.end()
+  }
+}

@@ -1,0 +1,344 @@
+/**
+ * Theory of operation: one instance, one execution at a time.
+ *
+ * Every operation workflow of an instance runs under the workflow ID `instance-<id>`, so
+ * Temporal runs at most one at a time: that is the instance lock (I4). Whatever its type, an
+ * execution is an `InstanceExecution`, which
+ *
+ * 1. receives everything addressed to the instance: host reports (`vmmReport`), stops and
+ *    deletes (`haltRequested`), a start or reboot handed over while only reports were being
+ *    applied (`operationRequested`), and answers the `state` query;
+ * 2. applies every report to its VMM's record as it arrives (the report pump); stale generations
+ *    are ignored by the record itself, and the latest known state of each VMM is kept here for
+ *    operations to wait on;
+ * 3. runs the operation it was started for in a cancellable scope. A stop or delete that arrives
+ *    during a create, start or reboot cancels that scope: the preempted operation ends
+ *    `superseded` and this execution runs the halt itself, so a stop never waits behind a stuck
+ *    boot. Writes to PostgreSQL run in non-cancellable scopes and finish before the halt begins,
+ *    so the halt starts from a consistent record. Calls to host agents are cancellable: a call
+ *    that completes after it was abandoned is harmless, because an agent never brings back a
+ *    VMM ID it destroyed;
+ * 4. when the operation is done, settles the instance against what its VMM reported meanwhile
+ *    (a VMM that crashed right after booting still fails the instance), runs halts that arrived
+ *    late, and completes only once every report it received is applied (I5). A start or reboot
+ *    handed over to it continues as a new execution of that workflow type.
+ *
+ * Every write to the instance goes through `change`: one event, one generation, chosen here.
+ */
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  makeContinueAsNewFunc,
+  setHandler,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo
+} from '@temporalio/workflow'
+import type { InstanceChange, InstanceSnapshot } from '../activities/instance-records.js'
+import type { OperationSettings } from '../activities/index.js'
+import type { EventKind } from '../domain/event.js'
+import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
+import { outcomeOfVmmEnd } from '../domain/instance-rules.js'
+import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
+import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { records, settings } from './activities.js'
+import {
+  WORKFLOW_TYPES,
+  haltRequestedSignal,
+  operationRequestedSignal,
+  stateQuery,
+  vmmReportSignal,
+  type HaltRequest,
+  type OperationRequest,
+  type RebootRequest,
+  type StartRequest
+} from './definitions.js'
+import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
+
+export type OperationBody<R extends OperationRequest = OperationRequest> = (x: InstanceExecution, request: R) => Promise<void>
+export type HaltRoutine = (x: InstanceExecution) => Promise<void>
+
+export interface OperationBodies {
+  create: OperationBody
+  start: OperationBody
+  reboot: OperationBody
+  halt: HaltRoutine
+}
+
+export interface ChangeInput {
+  kind: EventKind
+  message: string
+  details?: Record<string, unknown>
+  vmmId?: string | null
+  set?: {
+    state?: InstanceState
+    intendedState?: IntendedState
+    activeVmmId?: string | null
+    lastError?: Omit<InstanceError, 'at'> | null
+    destroyed?: boolean
+  }
+  operation?: { request: OperationRequest, status: OperationStatus, error?: OperationError | null }
+}
+
+export class InstanceExecution {
+  private snapshot: InstanceSnapshot | null = null
+  private readonly vmms = new Map<string, VmmRecord>()
+  private readonly reports: VmmReport[] = []
+  private applying = false
+  private bodyScope: CancellationScope | null = null
+  private current: OperationRequest | null = null
+  private handoff: StartRequest | RebootRequest | null = null
+  private searchableHostId: string | null = null
+  private first: OperationRequest | null = null
+  /** Stops and deletes received and not yet carried out; one halt serves them all. */
+  readonly halts: HaltRequest[] = []
+  /** The earliest deadline of the halts received, in ms since the epoch. */
+  haltDeadline: number | null = null
+  phase = 'starting'
+  settings!: OperationSettings
+
+  constructor (readonly instanceId: string, private readonly bodies: OperationBodies) {
+    setHandler(vmmReportSignal, (report) => { this.reports.push(report) })
+    setHandler(haltRequestedSignal, (request) => { this.receiveHalt(request) })
+    setHandler(operationRequestedSignal, (request) => { this.handoff = request })
+    setHandler(stateQuery, () => ({
+      instanceId: this.instanceId,
+      operation: this.current?.kind ?? (this.halts.length > 0 ? this.haltKind() : 'reports'),
+      operationId: this.current?.operationId ?? this.halts[0]?.operationId ?? null,
+      state: this.snapshot?.instance.state ?? null,
+      phase: this.phase,
+      vmmId: this.snapshot?.instance.activeVmmId ?? null,
+      hostId: this.activeVmm()?.hostId ?? null,
+      stopDeadline: this.haltDeadline === null ? null : new Date(this.haltDeadline).toISOString(),
+      pendingReports: this.reports.length
+    }))
+  }
+
+  /**
+   * Runs an execution from its first request (or none, when it only applies reports) to the end.
+   * `alsoHalts` are stops and deletes handed over by an execution that continued as this one.
+   */
+  async run (first: OperationRequest | null, load: () => Promise<InstanceSnapshot | null>, alsoHalts: HaltRequest[] = []): Promise<void> {
+    this.first = first
+    for (const halt of alsoHalts) this.receiveHalt(halt)
+    this.settings = await settings.operationSettings()
+    this.useSnapshot(await CancellationScope.nonCancellable(load))
+    if (this.snapshot === null) return
+    // The pump runs as long as the execution and never settles; were it to fail, the rejection
+    // would fail the workflow task, which Temporal retries.
+    // eslint-disable-next-line no-void
+    void this.pumpReports()
+    if (first !== null) await this.perform(first)
+    await this.finish()
+  }
+
+  get instance (): Instance {
+    if (this.snapshot === null) throw new Error('the instance has not been loaded')
+    return this.snapshot.instance
+  }
+
+  activeVmm (): VmmRecord | null {
+    const id = this.snapshot?.instance.activeVmmId
+    return id == null ? null : this.vmms.get(id) ?? null
+  }
+
+  vmm (vmmId: string): VmmRecord | null {
+    return this.vmms.get(vmmId) ?? null
+  }
+
+  /** The instance's VMMs that are not confirmed gone. */
+  liveVmms (): VmmRecord[] {
+    return [...this.vmms.values()].filter((v) => v.instanceId === this.instanceId && !isTerminalVmmState(v.state))
+  }
+
+  haltKind (): 'stop' | 'delete' {
+    return this.halts.some((h) => h.kind === 'delete') ? 'delete' : 'stop'
+  }
+
+  /** Records one change of the instance and its event; see the module comment. */
+  async change (input: ChangeInput): Promise<void> {
+    const change = this.toChange(input)
+    this.useSnapshot(await CancellationScope.nonCancellable(() => records.recordInstanceChange(change)))
+  }
+
+  /**
+   * Places a new VMM (chosen ID, host, reservation) and makes it the active one, in one write.
+   * Returns the host, or the reason no host could take it.
+   */
+  async place (vmmId: string, input: ChangeInput): Promise<{ hostId: string } | { reason: string }> {
+    const { vcpus, memoryMiB } = this.instance
+    const change = this.toChange({ ...input, set: { ...input.set, activeVmmId: vmmId } })
+    const result = await CancellationScope.nonCancellable(() => records.placeVmm({ vmmId, vcpus, memoryMiB, change }))
+    if (!result.placed) return { reason: result.reason }
+    this.useSnapshot(result.snapshot)
+    return { hostId: result.hostId }
+  }
+
+  private toChange (input: ChangeInput): InstanceChange {
+    const info = workflowInfo()
+    const { lastError, ...set } = input.set ?? {}
+    return {
+      instanceId: this.instanceId,
+      eventId: uuid4(),
+      expectedGeneration: this.instance.generation,
+      kind: input.kind,
+      message: input.message,
+      details: input.details,
+      vmmId: input.vmmId,
+      set: {
+        ...set,
+        ...(lastError === undefined ? {} : { lastError: lastError === null ? null : { ...lastError, at: new Date().toISOString() } })
+      },
+      operation: input.operation === undefined
+        ? undefined
+        : {
+            id: input.operation.request.operationId,
+            kind: input.operation.request.kind,
+            status: input.operation.status,
+            error: input.operation.error ?? null,
+            workflowId: info.workflowId,
+            runId: info.runId
+          }
+    }
+  }
+
+  /** Adopts a snapshot returned by a write that went through elsewhere (placement). */
+  useSnapshot (snapshot: InstanceSnapshot | null): void {
+    if (snapshot === null) return
+    const previous = this.snapshot?.instance.state
+    this.snapshot = snapshot
+    for (const vmm of [...snapshot.liveVmms, ...(snapshot.activeVmm === null ? [] : [snapshot.activeVmm])]) this.remember(vmm)
+    if (snapshot.instance.state !== previous) upsertSearchAttributes([{ key: InstanceStateKey, value: snapshot.instance.state }])
+    const hostId = this.activeVmm()?.hostId ?? null
+    if (hostId !== null && hostId !== this.searchableHostId) {
+      this.searchableHostId = hostId
+      upsertSearchAttributes([{ key: HostIdKey, value: hostId }])
+    }
+  }
+
+  /** Applies an agent's answer exactly like a report, and waits until it is recorded. */
+  async observe (report: VmmReport | null): Promise<void> {
+    if (report === null) return
+    const result = await CancellationScope.nonCancellable(() => records.applyVmmObservation(report))
+    if (result.vmm !== null) this.remember(result.vmm)
+  }
+
+  private remember (vmm: VmmRecord): void {
+    const known = this.vmms.get(vmm.id)
+    if (known === undefined || vmm.generation >= known.generation) this.vmms.set(vmm.id, vmm)
+  }
+
+  private async pumpReports (): Promise<never> {
+    for (;;) {
+      await condition(() => this.reports.length > 0)
+      this.applying = true
+      try {
+        await this.observe(this.reports.shift() ?? null)
+      } finally {
+        this.applying = false
+      }
+    }
+  }
+
+  private reportsApplied (): boolean {
+    return this.reports.length === 0 && !this.applying
+  }
+
+  private receiveHalt (request: HaltRequest): void {
+    if (this.halts.some((h) => h.operationId === request.operationId)) return
+    this.halts.push(request)
+    const deadline = Date.parse(request.requestedAt) + request.graceSeconds * 1000
+    this.haltDeadline = this.haltDeadline === null ? deadline : Math.min(this.haltDeadline, deadline)
+    if (this.current !== null) this.bodyScope?.cancel()
+  }
+
+  private async perform (request: OperationRequest): Promise<void> {
+    if (request.kind === 'stop' || request.kind === 'delete') {
+      this.receiveHalt(request)
+      return
+    }
+    this.setOperation(request.kind)
+    if (this.halts.length > 0) {
+      await this.supersede(request)
+      return
+    }
+    const body = this.bodies[request.kind]
+    const scope = new CancellationScope()
+    this.current = request
+    this.bodyScope = scope
+    try {
+      await scope.run(() => body(this, request))
+    } catch (err) {
+      if (!isCancellation(err) || this.halts.length === 0) throw err
+      await this.supersede(request)
+    } finally {
+      this.current = null
+      this.bodyScope = null
+    }
+  }
+
+  private async supersede (request: OperationRequest): Promise<void> {
+    const by = this.halts[0]
+    const message = `${request.kind} superseded by ${by.kind} ${by.operationId}`
+    await this.change({
+      kind: 'operation-finished',
+      message,
+      operation: { request, status: 'superseded', error: { code: 'Superseded', message } }
+    })
+  }
+
+  /**
+   * Runs what arrived after the operation, then ends the execution. An execution that was only
+   * applying reports does not run a stop or delete itself: once its reports are applied it
+   * continues as new as that stop or delete, so every operation shows in Temporal as an
+   * execution of its own type. A stop or delete supersedes a start or reboot handed over.
+   */
+  private async finish (): Promise<void> {
+    const runsHalts = this.first !== null
+    for (;;) {
+      await condition(() => this.reportsApplied() || (runsHalts && this.halts.length > 0))
+      if (this.halts.length > 0 && this.handoff !== null) {
+        await this.supersede(this.handoff)
+        this.handoff = null
+      }
+      if (runsHalts && this.halts.length > 0) {
+        this.setOperation(this.haltKind())
+        await this.bodies.halt(this)
+        continue
+      }
+      await this.settle()
+      if (this.reportsApplied()) break
+    }
+    const [halt, ...others] = this.halts
+    if (halt !== undefined) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[halt.kind] })(halt, ...others)
+    if (this.handoff !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[this.handoff.kind] })(this.handoff)
+  }
+
+  /**
+   * Brings the instance in line with what its active VMM reported when no operation was there to
+   * take it in: a VMM that ended makes the instance stopped or failed (only positive signals get
+   * here, I2); a VMM found running makes a starting or rebooting instance running.
+   */
+  private async settle (): Promise<void> {
+    const vmm = this.activeVmm()
+    const state = this.instance.state
+    if (vmm === null || state === 'destroyed' || state === 'stopped' || state === 'failed') return
+    if (isTerminalVmmState(vmm.state)) {
+      const outcome = outcomeOfVmmEnd(vmm)
+      await this.change({
+        kind: 'state-changed',
+        message: outcome.message,
+        vmmId: vmm.id,
+        details: { exit: vmm.exit, reason: vmm.reason },
+        set: { state: outcome.state, intendedState: outcome.intendedState, lastError: outcome.error }
+      })
+    } else if (vmm.state === 'running' && state !== 'running') {
+      await this.change({ kind: 'state-changed', message: 'VMM reported running', vmmId: vmm.id, set: { state: 'running' } })
+    }
+  }
+
+  private setOperation (kind: OperationKind | 'reports'): void {
+    upsertSearchAttributes([{ key: OperationKey, value: kind }])
+  }
+}

@@ -1,0 +1,10 @@
+/** Every workflow the worker registers. */
+export {
+  applyVmmReports,
+  createInstance,
+  deleteInstance,
+  rebootInstance,
+  startInstance,
+  stopInstance
+} from './instance-workflows.js'
+export { monitorHost } from './monitor-host.js'

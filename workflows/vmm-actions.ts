@@ -1,0 +1,40 @@
+/**
+ * What operations do to one VMM through its host's agent, shared by start, reboot and halt.
+ */
+import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { agents } from './activities.js'
+import type { InstanceExecution } from './execution.js'
+
+export function isGone (x: InstanceExecution, vmmId: string): boolean {
+  const vmm = x.vmm(vmmId)
+  return vmm !== null && isTerminalVmmState(vmm.state)
+}
+
+export function isRunning (x: InstanceExecution, vmmId: string): boolean {
+  return x.vmm(vmmId)?.state === 'running'
+}
+
+/**
+ * Kills the VMM if it lives, waits for its process to exit and cleans up after it: the kill
+ * branch every stop and fence ends in. Retried until the agent answers, however long its host
+ * stays unreachable (I2); an agent that affirms it has no such VMM is a positive signal that it
+ * is gone.
+ */
+export async function destroyOnHost (x: InstanceExecution, vmm: VmmRecord): Promise<void> {
+  const report = await agents.destroyVmm({ hostId: vmm.hostId, vmmId: vmm.id })
+  await x.observe(report ?? goneReport(x.vmm(vmm.id) ?? vmm))
+}
+
+function goneReport (vmm: VmmRecord): VmmReport {
+  return {
+    vmmId: vmm.id,
+    instanceId: vmm.instanceId,
+    hostId: vmm.hostId,
+    state: 'destroyed',
+    generation: vmm.generation + 1,
+    observedAt: new Date().toISOString(),
+    reason: 'the host agent has no record of this VMM',
+    exit: null,
+    unresponsiveSince: null
+  }
+}
