@@ -1,0 +1,90 @@
+/**
+ * The control plane's own processes, as the stack runs them: the worker, one host agent per
+ * simulated (or real) host, and the API. Each is `node dist/bin/<entry>.js` with the
+ * environment its section of config/index.ts reads.
+ */
+import { access } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { StackConfig } from '../../config/index.js'
+import { REPO_ROOT } from '../tools/paths.js'
+import type { StackPaths } from './data-dir.js'
+import type { Hypervisor } from './hypervisor.js'
+import type { ComponentSpec } from './supervisor.js'
+
+export interface ComponentContext {
+  config: StackConfig
+  /** The environment every component shares: inherited, plus Temporal's address and pretty logs. */
+  env: NodeJS.ProcessEnv
+  databaseUrl: string
+  apiToken: string
+  agentToken: string
+}
+
+export interface HostPlan {
+  id: string
+  /** The agent's component name: its log file and PID file. */
+  component: string
+  port: number
+  url: string
+  stateDir: string
+  imageDir: string
+}
+
+const ENTRY_POINTS = ['worker', 'agent', 'api'].map((name) => join(REPO_ROOT, 'dist', 'bin', `${name}.js`))
+const [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY] = ENTRY_POINTS
+
+/** Fails with a clear message when a component has not been built. */
+export async function checkEntryPoints (): Promise<void> {
+  for (const entry of ENTRY_POINTS) {
+    await access(entry).catch(() => {
+      throw new Error(`${entry} is missing: build the project first (npm run build)`)
+    })
+  }
+}
+
+export function planHosts (config: StackConfig, paths: StackPaths): HostPlan[] {
+  return Array.from({ length: config.hosts }, (_, i) => {
+    const id = `host-${i + 1}`
+    const port = config.agentBasePort + i
+    return { id, component: `agent-${id}`, port, url: `http://127.0.0.1:${port}`, ...paths.host(id) }
+  })
+}
+
+export function apiUrl (config: StackConfig): string {
+  return `http://127.0.0.1:${config.apiPort}`
+}
+
+export function workerSpec (context: ComponentContext): ComponentSpec {
+  return node('worker', WORKER_ENTRY, {
+    ...context.env,
+    DATABASE_URL: context.databaseUrl,
+    VMPLANE_AGENT_TOKEN: context.agentToken
+  })
+}
+
+export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor: Hypervisor): ComponentSpec {
+  return node(host.component, AGENT_ENTRY, {
+    ...context.env,
+    VMPLANE_HOST_ID: host.id,
+    VMPLANE_AGENT_HOST: '127.0.0.1',
+    VMPLANE_AGENT_PORT: String(host.port),
+    VMPLANE_AGENT_STATE_DIR: host.stateDir,
+    VMPLANE_IMAGE_DIR: host.imageDir,
+    VMPLANE_AGENT_TOKEN: context.agentToken,
+    VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary
+  })
+}
+
+export function apiSpec (context: ComponentContext): ComponentSpec {
+  return node('api', API_ENTRY, {
+    ...context.env,
+    VMPLANE_API_HOST: '127.0.0.1',
+    VMPLANE_API_PORT: String(context.config.apiPort),
+    VMPLANE_API_TOKEN: context.apiToken,
+    DATABASE_URL: context.databaseUrl
+  })
+}
+
+function node (name: string, entry: string, env: NodeJS.ProcessEnv): ComponentSpec {
+  return { name, command: process.execPath, args: [entry], env }
+}

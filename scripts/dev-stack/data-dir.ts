@@ -1,0 +1,42 @@
+/**
+ * The layout of a dev stack's data directory. Everything a stack keeps lives here, so a second
+ * stack with another data directory (and other ports) runs beside it without sharing a file.
+ *
+ *   api-token, agent-token, postgres-password   secrets, generated once (mode 0600)
+ *   postgres/                                   the PostgreSQL cluster
+ *   temporal/temporal.sqlite                    the Temporal dev server's database
+ *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and boot images
+ *   logs/<component>.log                        every component's output, appended across runs
+ *   run/<component>.pid, run/stack.json         what runs now; gone once the stack has stopped
+ */
+import { join } from 'node:path'
+
+export interface HostDirs {
+  stateDir: string
+  imageDir: string
+}
+
+export function stackPaths (dataDir: string) {
+  return {
+    dataDir,
+    apiTokenFile: join(dataDir, 'api-token'),
+    agentTokenFile: join(dataDir, 'agent-token'),
+    postgresPasswordFile: join(dataDir, 'postgres-password'),
+    postgresDir: join(dataDir, 'postgres'),
+    temporalDb: join(dataDir, 'temporal', 'temporal.sqlite'),
+    logDir: join(dataDir, 'logs'),
+    runDir: join(dataDir, 'run'),
+    stackFile: join(dataDir, 'run', 'stack.json'),
+    host (hostId: string): HostDirs {
+      return {
+        stateDir: join(dataDir, 'hosts', hostId, 'state'),
+        imageDir: join(dataDir, 'hosts', hostId, 'images')
+      }
+    }
+  }
+}
+export type StackPaths = ReturnType<typeof stackPaths>
+
+export function pidFile (runDir: string, component: string): string {
+  return join(runDir, `${component}.pid`)
+}

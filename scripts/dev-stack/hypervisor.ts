@@ -1,0 +1,48 @@
+/**
+ * Which `cloud-hypervisor` the host agents run: the one named by VMPLANE_CLOUD_HYPERVISOR; else a
+ * real one on PATH when this machine can run VMs (/dev/kvm opens read-write); else the
+ * project's simulator, which speaks the same command line and REST API (DESIGN.md §7).
+ */
+import { access, mkdir, open, writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { REPO_ROOT, findOnPath } from '../tools/paths.js'
+
+export const SIMULATOR_PATH = join(REPO_ROOT, 'dist', 'simulator', 'cloud-hypervisor')
+
+export interface Hypervisor {
+  binary: string
+  simulated: boolean
+}
+
+export async function chooseHypervisor (configured: string | null): Promise<Hypervisor> {
+  if (configured !== null) return { binary: configured, simulated: resolve(configured) === SIMULATOR_PATH }
+  const real = await findOnPath('cloud-hypervisor')
+  if (real !== null && await kvmUsable()) return { binary: real, simulated: false }
+  if (!await access(SIMULATOR_PATH).then(() => true, () => false)) {
+    throw new Error(`no cloud-hypervisor to run: the simulator ${SIMULATOR_PATH} is not built (npm run build)`)
+  }
+  return { binary: SIMULATOR_PATH, simulated: true }
+}
+
+async function kvmUsable (): Promise<boolean> {
+  try {
+    await (await open('/dev/kvm', 'r+')).close()
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The stand-in boot images of a simulated host, so that the README's walk-through (which
+ * boots `vmlinux` with `initrd.img`) works as written. The simulator takes its guest's
+ * behaviour from the kernel command line, not from these files; a real host needs real images.
+ * Files already there are left alone.
+ */
+export async function writeStandInImages (imageDir: string): Promise<void> {
+  await mkdir(imageDir, { recursive: true })
+  for (const name of ['vmlinux', 'initrd.img']) {
+    await writeFile(join(imageDir, name), `vmplane stand-in ${name} for the Cloud Hypervisor simulator\n`, { flag: 'wx' })
+      .catch((error: NodeJS.ErrnoException) => { if (error.code !== 'EEXIST') throw error })
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * `run/stack.json`: written once the whole stack is ready, removed when it stops. It says where
+ * everything is; the test harness waits for it and reads its URLs and tokens from it.
+ */
+import { readFile, rename, rm, writeFile } from 'node:fs/promises'
+
+export interface StackInfo {
+  apiUrl: string
+  docsUrl: string
+  temporalAddress: string
+  temporalUiUrl: string
+  namespace: string
+  taskQueue: string
+  databaseUrl: string
+  apiToken: string
+  agentToken: string
+  hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string }>
+  startedAt: string
+}
+
+/** Written whole or not at all (rename), readable by the owner only: it holds the tokens. */
+export async function writeStackFile (path: string, info: StackInfo): Promise<void> {
+  await writeFile(`${path}.partial`, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 })
+  await rename(`${path}.partial`, path)
+}
+
+export async function readStackFile (path: string): Promise<StackInfo | null> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8')) as StackInfo
+  } catch {
+    return null
+  }
+}
+
+export async function removeStackFile (path: string): Promise<void> {
+  await rm(path, { force: true })
+}

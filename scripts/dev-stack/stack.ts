@@ -1,0 +1,220 @@
+/**
+ * The dev stack: every part of vmplane on one machine, started in dependency order, supervised,
+ * and stopped in reverse order.
+ *
+ * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
+ * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
+ * the host agents and the API → wait until the stack is ready (readiness.ts: the agents, the
+ * API with the worker behind it, every host active) → write run/stack.json and print where
+ * everything is.
+ *
+ * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
+ * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
+ * left running, like VMs on a real host whose control plane restarts: the next start's agents
+ * re-adopt them.
+ */
+import { mkdir } from 'node:fs/promises'
+import { dirname, isAbsolute, relative } from 'node:path'
+import type { StackConfig } from '../../config/index.js'
+import { migrate } from '../../db/migrate.js'
+import { ensureTemporalTools } from '../tools/temporal-tools.js'
+import {
+  agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerSpec,
+  type ComponentContext, type HostPlan
+} from './components.js'
+import { stackPaths, type StackPaths } from './data-dir.js'
+import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
+import { StackOutput } from './output.js'
+import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
+import { ensureDatabase, preparePostgres, waitForPostgres } from './postgres.js'
+import { findVmmProcesses } from './processes.js'
+import { loadOrCreateSecret } from './secrets.js'
+import { removeStackFile, writeStackFile, type StackInfo } from './stack-file.js'
+import { Supervisor, type ComponentSpec } from './supervisor.js'
+import { temporalAddress, temporalSpec, temporalUiUrl, waitForTemporal } from './temporal.js'
+import { waitForStackReady } from './readiness.js'
+import type { WaitOptions } from './wait.js'
+
+/** How long each part may take to become ready before the start is given up. */
+const READY_TIMEOUT_MS = 180_000
+
+export class DevStack {
+  private readonly paths: StackPaths
+  private readonly output: StackOutput
+  private readonly supervisor: Supervisor
+  private readonly hosts: HostPlan[]
+  /** Aborted when the stack begins to stop: cuts readiness waits short, forbids new components. */
+  private readonly stopping = new AbortController()
+  /** Set once this stack holds the data directory: until then, stopping must touch none of it. */
+  private claimed = false
+  private finished: Promise<void> | null = null
+
+  constructor (private readonly config: StackConfig) {
+    this.paths = stackPaths(config.dataDir)
+    this.output = new StackOutput(this.paths.logDir)
+    this.supervisor = new Supervisor(this.paths.runDir, this.output)
+    this.hosts = planHosts(config, this.paths)
+  }
+
+  log (message: string): void {
+    this.output.log(message)
+  }
+
+  async start (): Promise<StackInfo> {
+    const started = Date.now()
+    const { config, paths } = this
+    await claimDataDir(paths.dataDir, paths.runDir, (message) => this.log(message))
+    this.claimed = true
+    this.log(`data directory ${paths.dataDir}`)
+
+    const [apiToken, agentToken] = await Promise.all([
+      loadOrCreateSecret(paths.apiTokenFile, config.apiToken),
+      loadOrCreateSecret(paths.agentTokenFile)
+    ])
+    const tools = await ensureTemporalTools({ temporalCli: config.temporalCli, log: (message) => this.log(message) })
+    await checkEntryPoints()
+    const hypervisor = await chooseHypervisor(config.cloudHypervisor)
+    this.log(`host agents run ${hypervisor.simulated ? 'the Cloud Hypervisor simulator' : hypervisor.binary}`)
+
+    // Every process of this stack carries its data directory in its environment (pid-files.ts).
+    const baseEnv = { ...process.env, [DATA_DIR_MARK]: paths.dataDir }
+    const [databaseUrl] = await Promise.all([
+      this.startDatabase(baseEnv),
+      this.startTemporal(tools.temporal, baseEnv)
+    ])
+
+    const context: ComponentContext = {
+      config,
+      env: {
+        ...baseEnv,
+        VMPLANE_LOG_PRETTY: '1',
+        VMPLANE_TEMPORAL_ADDRESS: temporalAddress(config),
+        VMPLANE_TEMPORAL_NAMESPACE: config.namespace,
+        VMPLANE_TASK_QUEUE: config.taskQueue
+      },
+      databaseUrl,
+      apiToken,
+      agentToken
+    }
+    this.startComponent(workerSpec(context))
+    for (const host of this.hosts) {
+      await mkdir(host.stateDir, { recursive: true })
+      if (hypervisor.simulated) await writeStandInImages(host.imageDir)
+      else await mkdir(host.imageDir, { recursive: true })
+      this.startComponent(agentSpec(context, host, hypervisor))
+    }
+    this.startComponent(apiSpec(context))
+    await waitForStackReady({ apiUrl: apiUrl(config), apiToken, hosts: this.hosts }, {
+      timeoutMs: READY_TIMEOUT_MS,
+      signal: this.stopping.signal,
+      detail: () => `the components' output is in ${displayPath(paths.logDir)}`
+    })
+
+    const info: StackInfo = {
+      apiUrl: apiUrl(config),
+      docsUrl: `${apiUrl(config)}/docs`,
+      temporalAddress: temporalAddress(config),
+      temporalUiUrl: temporalUiUrl(config),
+      namespace: config.namespace,
+      taskQueue: config.taskQueue,
+      databaseUrl,
+      apiToken,
+      agentToken,
+      hosts: this.hosts.map(({ id, url, stateDir, imageDir }) => ({ id, url, stateDir, imageDir })),
+      startedAt: new Date().toISOString()
+    }
+    this.stopping.signal.throwIfAborted()
+    await writeStackFile(paths.stackFile, info)
+    this.printReady(info, Date.now() - started)
+    return info
+  }
+
+  /** PostgreSQL up (unless DATABASE_URL names another), the database there, migrated. */
+  private async startDatabase (env: NodeJS.ProcessEnv): Promise<string> {
+    let databaseUrl = this.config.databaseUrl
+    if (databaseUrl === null) {
+      const password = await loadOrCreateSecret(this.paths.postgresPasswordFile)
+      const server = await preparePostgres(this.paths, this.config.pgPort, password, env, (message) => this.log(message))
+      this.startComponent(server.spec)
+      await waitForPostgres(server.adminUrl, this.waitOptions('postgres'))
+      await ensureDatabase(server)
+      databaseUrl = server.databaseUrl
+    }
+    const { from, to } = await migrate(databaseUrl)
+    this.log(from === to ? `database schema at version ${to}` : `migrated the database schema from version ${from} to ${to}`)
+    return databaseUrl
+  }
+
+  private async startTemporal (temporal: string, env: NodeJS.ProcessEnv): Promise<void> {
+    await mkdir(dirname(this.paths.temporalDb), { recursive: true })
+    this.startComponent(temporalSpec(temporal, this.config, this.paths, env))
+    await waitForTemporal(temporal, temporalAddress(this.config), this.waitOptions('temporal'))
+  }
+
+  private startComponent (spec: ComponentSpec): void {
+    this.stopping.signal.throwIfAborted()
+    this.supervisor.start(spec)
+  }
+
+  private waitOptions (component: string): WaitOptions {
+    return {
+      timeoutMs: READY_TIMEOUT_MS,
+      signal: this.stopping.signal,
+      detail: () => `its output is in ${displayPath(this.paths.logDir)}/${component}.log`
+    }
+  }
+
+  private printReady (info: StackInfo, tookMs: number): void {
+    const lines = [
+      `vmplane is ready (${Math.round(tookMs / 100) / 10} s)`,
+      `  API          ${info.apiUrl}`,
+      `  API docs     ${info.docsUrl}`,
+      `  Temporal UI  ${info.temporalUiUrl}`,
+      `  API token    ${info.apiToken}`,
+      `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
+      `  try:         curl -H "Authorization: Bearer $(cat ${displayPath(this.paths.apiTokenFile)})" ${info.apiUrl}/v1/instances`,
+      'Ctrl-C stops the stack (VMs keep running and are re-adopted by the next start).'
+    ]
+    for (const line of lines) this.log(line)
+  }
+
+  /** Stops everything in order (see the top of this file); VMMs keep running. */
+  async stop (): Promise<void> {
+    this.stopping.abort()
+    if (!this.claimed) return await this.output.close()
+    this.log('stopping')
+    await removeStackFile(this.paths.stackFile)
+    await this.supervisor.stop(['api', 'worker', ...this.hosts.map((host) => host.component)])
+    await this.supervisor.stop(['temporal'])
+    await this.supervisor.stop(['postgres'])
+    await this.finish()
+  }
+
+  /** Kills every component at once (a second Ctrl-C); VMMs keep running. */
+  async kill (): Promise<void> {
+    this.stopping.abort()
+    if (!this.claimed) return await this.output.close()
+    this.log('killing every component')
+    await removeStackFile(this.paths.stackFile)
+    await this.supervisor.killAll()
+    await this.finish()
+  }
+
+  private finish (): Promise<void> {
+    this.finished ??= (async () => {
+      const vmms = await findVmmProcesses(this.paths.dataDir)
+      this.log(vmms.length === 0
+        ? 'stopped; no VMM is running'
+        : `stopped; ${vmms.length} VMM process(es) left running, for the next start to re-adopt`)
+      releaseDataDir(this.paths.runDir)
+      await this.output.close()
+    })()
+    return this.finished
+  }
+}
+
+/** A path as short as it can be told: relative to the working directory when inside it. */
+function displayPath (path: string): string {
+  const inside = relative(process.cwd(), path)
+  return inside.startsWith('..') || isAbsolute(inside) ? path : inside
+}

@@ -1,0 +1,20 @@
+/**
+ * `npm start`: install and build what is missing or stale, then run the dev stack
+ * (`dist/bin/dev-stack.js`) in the foreground until Ctrl-C or SIGTERM.
+ *
+ * Signals: Ctrl-C on a terminal goes to the whole foreground process group, which includes the
+ * dev stack, so SIGINT is not passed on from here (the stack would see it twice and take the
+ * second for "kill everything now"). SIGTERM and SIGHUP, which are sent to this process alone,
+ * are passed on.
+ */
+import { spawn } from 'node:child_process'
+import { constants } from 'node:os'
+import { REPO_ROOT, ensureBuilt, ensureInstalled } from './tools/bootstrap.mjs'
+
+ensureInstalled()
+ensureBuilt()
+
+const stack = spawn(process.execPath, ['dist/bin/dev-stack.js'], { cwd: REPO_ROOT, stdio: 'inherit' })
+process.on('SIGINT', () => {})
+for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => stack.kill(signal))
+stack.on('exit', (code, signal) => process.exit(code ?? 128 + constants.signals[signal]))

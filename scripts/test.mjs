@@ -1,0 +1,91 @@
+/**
+ * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
+ * sure the Temporal tools are there (building them the first time takes minutes, better spent
+ * here than inside a test's timeout), lint, then run the compiled tests with Node's test runner,
+ * one file at a time, folder by folder: unit first, then any other folder, then host-agent,
+ * stack and integration. Every folder runs even when an earlier one failed; the exit status is
+ * non-zero if anything did. Reports and the stacks' logs go to test-output/.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
+import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.mjs'
+
+const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
+const OUTPUT = join(REPO_ROOT, 'test-output')
+const FIRST = ['unit']
+const LAST = ['host-agent', 'stack', 'integration']
+
+ensureInstalled()
+ensureBuilt()
+rmSync(OUTPUT, { recursive: true, force: true })
+mkdirSync(OUTPUT, { recursive: true })
+
+const { ensureTemporalTools } = await import('../dist/scripts/tools/temporal-tools.js')
+const tools = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
+// Every test finds the same `temporal` and `tctl`, by TEMPORAL_CLI (the dev stack's setting) or on PATH.
+const toolDirs = [tools.temporal, tools.tctl].filter((tool) => tool !== null).map((tool) => dirname(tool))
+const testEnv = {
+  ...process.env,
+  TEMPORAL_CLI: tools.temporal,
+  PATH: [...toolDirs, process.env.PATH].join(delimiter)
+}
+
+const failures = []
+if (run('npm', ['run', 'lint']) !== 0) failures.push('lint')
+
+const totals = { passed: 0, failed: 0, skipped: 0 }
+for (const folder of testFolders()) {
+  const files = testFiles(folder)
+  if (files.length === 0) continue
+  console.log(`\n# ${folder}: ${files.length} test file(s)`)
+  const tap = join(OUTPUT, `${folder}.tap`)
+  const status = run(process.execPath, [
+    '--test', '--test-concurrency=1',
+    '--test-reporter=spec', '--test-reporter-destination=stdout',
+    '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+    ...files
+  ], testEnv)
+  const counts = countResults(tap)
+  totals.passed += counts.passed
+  totals.failed += counts.failed
+  totals.skipped += counts.skipped
+  if (status !== 0) failures.push(folder)
+}
+
+if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
+// The summary comes last, alone on its line, where CI reads it.
+console.log(`\ntests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`)
+process.exit(failures.length > 0 ? 1 : 0)
+
+/** The folders of dist/test that hold tests, in the order they run. */
+function testFolders () {
+  if (!existsSync(COMPILED_TESTS)) return []
+  const present = readdirSync(COMPILED_TESTS, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && entry.name !== 'helpers')
+    .map((entry) => entry.name)
+  const middle = present.filter((name) => !FIRST.includes(name) && !LAST.includes(name)).sort()
+  return [...FIRST, ...middle, ...LAST].filter((name) => present.includes(name))
+}
+
+/**
+ * The compiled test files of a folder (Node 20's test runner does not expand globs), leaving out
+ * any whose TypeScript source is gone: tsc does not delete what it compiled before.
+ */
+function testFiles (folder) {
+  return readdirSync(join(COMPILED_TESTS, folder), { recursive: true })
+    .filter((name) => name.endsWith('.test.js'))
+    .filter((name) => existsSync(join(REPO_ROOT, 'test', folder, name.replace(/\.js$/, '.ts'))))
+    .sort()
+    .map((name) => join(COMPILED_TESTS, folder, name))
+}
+
+/** The summary counts at the end of a TAP report. */
+function countResults (tapFile) {
+  const tap = existsSync(tapFile) ? readFileSync(tapFile, 'utf8') : ''
+  const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(tap)?.[1] ?? 0)
+  return {
+    passed: count('pass'),
+    failed: count('fail') + count('cancelled'),
+    skipped: count('skipped') + count('todo')
+  }
+}
