@@ -1,0 +1,20 @@
+# One image for every vmplane process; the command picks the process:
+#   node dist/bin/api.js | node dist/bin/worker.js | node dist/bin/agent.js | node dist/bin/migrate.js
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci
+COPY . .
+RUN npx tsc -p tsconfig.json && node dist/scripts/build/bundle-workflows.js && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/db ./db
+# Hosts run the real program; the release binary is static.
+ARG CLOUD_HYPERVISOR_VERSION=v48.0
+ADD --chmod=755 https://github.com/cloud-hypervisor/cloud-hypervisor/releases/download/${CLOUD_HYPERVISOR_VERSION}/cloud-hypervisor-static /usr/local/bin/cloud-hypervisor
+CMD ["node", "dist/bin/api.js"]

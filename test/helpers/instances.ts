@@ -1,0 +1,50 @@
+/**
+ * Helpers for tests that drive instances through a stack's HTTP API.
+ */
+import { join } from 'node:path'
+import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
+import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { api, type TestStack } from './stack.js'
+
+export interface InstanceBody {
+  id: string
+  name: string
+  state: string
+  intendedState: string
+  vmm: { id: string, hostId: string, state: string, reason: string | null, exit: unknown } | null
+  operation: { id: string, kind: string, status: string } | null
+  lastError: { code: string, message: string } | null
+  [key: string]: unknown
+}
+
+/** A body for POST /v1/instances that boots on a simulated host; `cmdline` carries sim.* directives. */
+export function newInstance (name: string, cmdline = 'console=ttyS0') {
+  return { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline } }
+}
+
+/** Polls the instance until `accept` says yes; fails with the last state seen. */
+export async function waitForInstance (
+  stack: TestStack,
+  id: string,
+  accept: (instance: InstanceBody) => boolean,
+  timeoutMs = 60_000
+): Promise<InstanceBody> {
+  let last: InstanceBody | null = null
+  return await waitFor(`instance ${id} to reach the expected state`, async () => {
+    const { status, body } = await api(stack).get<InstanceBody>(`/v1/instances/${id}`)
+    if (status !== 200) throw new Error(`GET /v1/instances/${id} answered ${status}`)
+    last = body
+    return accept(body) ? body : null
+  }, { timeoutMs, intervalMs: 100, detail: () => `last seen: ${JSON.stringify(last)}` })
+}
+
+export async function waitForState (stack: TestStack, id: string, state: string, timeoutMs?: number): Promise<InstanceBody> {
+  return await waitForInstance(stack, id, (i) => i.state === state && i.operation === null, timeoutMs)
+}
+
+/** The live processes of one VMM, found by its API socket inside its host's state directory. */
+export async function vmmProcesses (stack: TestStack, vmm: { id: string, hostId: string }): Promise<number[]> {
+  const host = stack.info.hosts.find((h) => h.id === vmm.hostId)
+  if (host === undefined) throw new Error(`the stack has no host ${vmm.hostId}`)
+  return await findVmmProcesses(join(host.stateDir, 'vmms', vmm.id))
+}

@@ -1,0 +1,86 @@
+/**
+ * Bad input gets a clear 4xx with problem details naming what is wrong, and changes nothing.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { api, startStack, type TestStack } from '../helpers/stack.js'
+
+describe('bad input', () => {
+  let stack: TestStack
+  let stoppedId: string
+  before(async () => {
+    stack = await startStack({ hosts: 1 })
+    const { body } = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', { ...newInstance('taken'), start: false })
+    stoppedId = body.instance.id
+    await waitForState(stack, stoppedId, 'stopped')
+  })
+  after(async () => { await stack?.stop() })
+
+  async function instanceCount (): Promise<number> {
+    return (await api(stack).get<{ items: unknown[] }>('/v1/instances?limit=500')).body.items.length
+  }
+
+  function assertProblem (response: { status: number, headers: Headers, body: any }, status: number, detail: RegExp): void {
+    assert.equal(response.status, status, JSON.stringify(response.body))
+    assert.match(response.headers.get('content-type') ?? '', /^application\/problem\+json/)
+    assert.equal(response.body.status, status)
+    assert.match(response.body.detail, detail)
+  }
+
+  it('names every invalid field of a create, and creates nothing', async () => {
+    const before = await instanceCount()
+    const response = await api(stack).post('/v1/instances', {
+      name: 'Bad_Name', vcpus: 0, memoryMiB: 1.5, boot: { kernel: '../../etc/passwd' }, unknown: true
+    })
+    assertProblem(response, 400, /body\.name/)
+    const paths = (response.body.errors as Array<{ path: string }>).map((e) => e.path)
+    for (const path of ['body.name', 'body.vcpus', 'body.memoryMiB', 'body.boot.kernel', 'body']) assert.ok(paths.includes(path), path)
+    assert.equal(await instanceCount(), before)
+  })
+
+  it('refuses values out of range and a wrong type', async () => {
+    assertProblem(await api(stack).post('/v1/instances', { ...newInstance('big'), vcpus: 1000 }), 400, /body\.vcpus/)
+    assertProblem(await api(stack).post('/v1/instances', { ...newInstance('big'), memoryMiB: 'lots' }), 400, /body\.memoryMiB/)
+    assertProblem(await api(stack).post('/v1/instances', { ...newInstance('big'), stopGraceSeconds: -1 }), 400, /body\.stopGraceSeconds/)
+  })
+
+  it('answers 409 for a name a live instance has', async () => {
+    assertProblem(await api(stack).post('/v1/instances', newInstance('taken')), 409, /taken already exists/)
+  })
+
+  it('answers 404 for an unknown instance or operation, 400 for an ID that is not one', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000'
+    assertProblem(await api(stack).get(`/v1/instances/${unknown}`), 404, /does not exist/)
+    assertProblem(await api(stack).post(`/v1/instances/${unknown}/start`), 404, /does not exist/)
+    assertProblem(await api(stack).get(`/v1/operations/${unknown}`), 404, /does not exist/)
+    assertProblem(await api(stack).get('/v1/instances/not-an-id'), 400, /params\.id/)
+  })
+
+  it('answers 409 for an operation that cannot apply, naming the state', async () => {
+    assertProblem(await api(stack).post(`/v1/instances/${stoppedId}/reboot`), 409, /cannot reboot an instance that is stopped/)
+  })
+
+  it('answers a stop of a stopped instance with 200 and no operation', async () => {
+    const response = await api(stack).post(`/v1/instances/${stoppedId}/stop`)
+    assert.equal(response.status, 200)
+    assert.equal(response.body.operation, null)
+    assert.match(response.body.message, /already stopped/)
+  })
+
+  it('refuses grace periods that are negative, fractional or huge', async () => {
+    for (const graceSeconds of [-1, 1.5, 100000]) {
+      assertProblem(await api(stack).post(`/v1/instances/${stoppedId}/stop`, { graceSeconds }), 400, /graceSeconds/)
+    }
+    assertProblem(await api(stack).delete(`/v1/instances/${stoppedId}?graceSeconds=-3`), 400, /graceSeconds/)
+  })
+
+  it('requires the bearer token on /v1 and nowhere else', async () => {
+    const anonymous = { apiUrl: stack.apiUrl, apiToken: '' }
+    assertProblem(await api(anonymous).get('/v1/instances'), 401, /Bearer/)
+    assertProblem(await api({ apiUrl: stack.apiUrl, apiToken: 'wrong-token-wrong-token' }).get('/v1/hosts'), 401, /not valid/)
+    assert.equal((await api(anonymous).get('/healthz')).status, 200)
+    assert.equal((await api(anonymous).get('/readyz')).status, 200)
+    assert.equal((await api(anonymous).get('/openapi.json')).status, 200)
+  })
+})

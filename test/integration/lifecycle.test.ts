@@ -1,0 +1,81 @@
+/**
+ * The spine of vmplane, end to end over HTTP on real processes: a real Temporal server, a real
+ * PostgreSQL, the worker, the API and two host agents running simulated VMMs.
+ */
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { Client, Connection } from '@temporalio/client'
+import { instanceWorkflowId } from '../../domain/ids.js'
+import { newInstance, vmmProcesses, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { api, startStack, type TestStack } from '../helpers/stack.js'
+
+describe('instance lifecycle over HTTP', () => {
+  let stack: TestStack
+  before(async () => { stack = await startStack() })
+  after(async () => { await stack?.stop() })
+
+  it('creates, runs, stops, deletes; every operation is a workflow execution under instance-<id>; no VMM is left', async () => {
+    const created = await api(stack).post<{ instance: InstanceBody, operation: { id: string, kind: string } }>('/v1/instances', newInstance('web-1'))
+    assert.equal(created.status, 202)
+    assert.equal(created.body.instance.name, 'web-1')
+    assert.equal(created.body.operation.kind, 'create')
+    const id = created.body.instance.id
+
+    const running = await waitForState(stack, id, 'running')
+    assert.ok(running.vmm !== null, 'a running instance shows its VMM')
+    assert.equal(running.vmm.state, 'running')
+    const vmm = running.vmm
+    assert.equal((await vmmProcesses(stack, vmm)).length, 1, 'exactly one VMM process runs the instance')
+    const createOp = await api(stack).get(`/v1/operations/${created.body.operation.id}`)
+    assert.equal(createOp.body.status, 'succeeded')
+
+    const stop = await api(stack).post(`/v1/instances/${id}/stop`, { graceSeconds: 10 })
+    assert.equal(stop.status, 202)
+    assert.equal(stop.body.operation.kind, 'stop')
+    const stopped = await waitForState(stack, id, 'stopped')
+    assert.equal(stopped.intendedState, 'stopped')
+    assert.equal(stopped.vmm?.state, 'destroyed')
+    assert.equal(stopped.lastError, null, 'the guest powered off within its grace period')
+    assert.deepEqual(await vmmProcesses(stack, vmm), [])
+
+    const deleted = await api(stack).delete(`/v1/instances/${id}`)
+    assert.equal(deleted.status, 202)
+    assert.equal(deleted.body.operation.kind, 'delete')
+    const destroyed = await waitForState(stack, id, 'destroyed')
+    assert.ok(destroyed.destroyedAt !== null)
+    const listed = await api(stack).get<{ items: InstanceBody[] }>('/v1/instances')
+    assert.ok(!listed.body.items.some((i) => i.id === id), 'the list leaves destroyed instances out')
+
+    const connection = await Connection.connect({ address: stack.info.temporalAddress })
+    try {
+      const client = new Client({ connection, namespace: stack.info.namespace })
+      const types: string[] = []
+      for await (const execution of client.workflow.list({ query: `WorkflowId = '${instanceWorkflowId(id)}'` })) types.push(execution.type)
+      for (const type of ['createInstance', 'stopInstance', 'deleteInstance']) assert.ok(types.includes(type), `${type} in ${types.join(', ')}`)
+    } finally {
+      await connection.close()
+    }
+  })
+
+  it('stops a running instance on a fresh start, then starts it again on a new VMM', async () => {
+    const { body } = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', { ...newInstance('web-2'), start: false })
+    const id = body.instance.id
+    assert.equal((await waitForState(stack, id, 'stopped')).vmm, null, 'created without start: no VMM')
+
+    assert.equal((await api(stack).post(`/v1/instances/${id}/start`)).status, 202)
+    const first = (await waitForState(stack, id, 'running')).vmm
+    assert.equal((await api(stack).post(`/v1/instances/${id}/stop`, { graceSeconds: 0 })).status, 202)
+    const killed = await waitForState(stack, id, 'stopped')
+    assert.equal(killed.lastError?.code, 'StopForced', 'a grace period of 0 kills the VMM at once')
+
+    assert.equal((await api(stack).post(`/v1/instances/${id}/start`)).status, 202)
+    const second = (await waitForState(stack, id, 'running')).vmm
+    assert.ok(first !== null && second !== null)
+    assert.notEqual(second.id, first.id, 'every start makes a new VMM')
+    assert.deepEqual(await vmmProcesses(stack, first), [])
+    assert.equal((await vmmProcesses(stack, second)).length, 1)
+    assert.equal((await api(stack).delete(`/v1/instances/${id}?graceSeconds=0`)).status, 202)
+    await waitForState(stack, id, 'destroyed')
+    assert.deepEqual(await vmmProcesses(stack, second), [])
+  })
+})

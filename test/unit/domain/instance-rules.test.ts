@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { outcomeOfVmmEnd, verdictFor } from '../../../domain/instance-rules.js'
+import type { VmmExit, VmmState } from '../../../domain/vmm.js'
+
+function ended (state: VmmState, exit: VmmExit | null, reason: string | null = null) {
+  return { state, exit, reason, hostId: 'host-1' }
+}
+
+describe('outcomeOfVmmEnd', () => {
+  it('a guest that powered itself off leaves the instance stopped, and stopped is what the user now intends', () => {
+    const outcome = outcomeOfVmmEnd(ended('destroyed', { cause: 'guest-poweroff', code: 0, signal: null }))
+    assert.equal(outcome.state, 'stopped')
+    assert.equal(outcome.intendedState, 'stopped')
+    assert.equal(outcome.error, null)
+  })
+
+  it('a crash fails the instance and names the exit code or signal', () => {
+    const byCode = outcomeOfVmmEnd(ended('failed', { cause: 'crashed', code: 3, signal: null }))
+    assert.equal(byCode.state, 'failed')
+    assert.deepEqual(byCode.error, { code: 'VmmCrashed', message: 'VMM exited with code 3' })
+    const bySignal = outcomeOfVmmEnd(ended('failed', { cause: 'crashed', code: null, signal: 'SIGSEGV' }))
+    assert.equal(bySignal.error?.message, 'VMM killed by SIGSEGV')
+    assert.equal(bySignal.intendedState, undefined, 'a crash does not change what the user intends')
+  })
+
+  it('a VMM whose host was declared lost fails the instance with HostLost', () => {
+    const outcome = outcomeOfVmmEnd(ended('lost', null))
+    assert.equal(outcome.state, 'failed')
+    assert.equal(outcome.error?.code, 'HostLost')
+  })
+
+  it('a VMM that died while its agent was away fails the instance, saying the exit status is unknown', () => {
+    const outcome = outcomeOfVmmEnd(ended('failed', { cause: 'vanished', code: null, signal: null }))
+    assert.equal(outcome.error?.code, 'VmmVanished')
+    assert.match(outcome.error?.message ?? '', /unknown/)
+  })
+
+  it('a boot failure carries the agent’s reason', () => {
+    const outcome = outcomeOfVmmEnd(ended('failed', { cause: 'boot-failed', code: null, signal: null }, 'Error loading kernel'))
+    assert.deepEqual(outcome.error, { code: 'BootFailed', message: 'Error loading kernel' })
+  })
+})
+
+describe('verdictFor', () => {
+  it('runs what can proceed', () => {
+    assert.equal(verdictFor('start', 'stopped').verdict, 'run')
+    assert.equal(verdictFor('start', 'failed').verdict, 'run')
+    assert.equal(verdictFor('reboot', 'running').verdict, 'run')
+    assert.equal(verdictFor('stop', 'running').verdict, 'run')
+    assert.equal(verdictFor('stop', 'failed').verdict, 'run', 'stop on a failed instance moves it to stopped')
+  })
+
+  it('lets stop and delete preempt anything in flight', () => {
+    for (const state of ['creating', 'starting', 'rebooting', 'stopping'] as const) {
+      assert.equal(verdictFor('stop', state).verdict, 'run')
+      assert.equal(verdictFor('delete', state).verdict, 'run')
+    }
+  })
+
+  it('answers requests that need nothing done as no-ops', () => {
+    assert.deepEqual(verdictFor('stop', 'stopped'), { verdict: 'noop', reason: 'instance is already stopped' })
+    assert.deepEqual(verdictFor('start', 'running'), { verdict: 'noop', reason: 'instance is already running' })
+    assert.equal(verdictFor('delete', 'destroyed').verdict, 'noop')
+  })
+
+  it('refuses what cannot apply, naming the state', () => {
+    assert.deepEqual(verdictFor('start', 'stopping'), { verdict: 'conflict', reason: 'cannot start an instance that is stopping' })
+    assert.deepEqual(verdictFor('reboot', 'stopped'), { verdict: 'conflict', reason: 'cannot reboot an instance that is stopped' })
+    assert.equal(verdictFor('start', 'destroyed').verdict, 'conflict')
+  })
+})
