@@ -59,33 +59,31 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
 }
 
 /**
- * What happens to a request in a given state, so the API can answer at once: `run` the
- * operation, answer `noop` (already there), or `conflict` (cannot apply). Operations in flight
- * are the workflows' business: a stop or delete preempts them; anything else conflicts.
+ * What happens to a request, given the instance's state and the operation in flight (if any), so
+ * the API can answer at once: `run` the operation, answer `noop` (already there), or `conflict`
+ * (cannot apply). A stop or delete preempts whatever is in flight; other requests conflict with it.
  */
 export type RequestVerdict = { verdict: 'run' } | { verdict: 'noop', reason: string } | { verdict: 'conflict', reason: string }
 
-export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: InstanceState): RequestVerdict {
+export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: InstanceState, inFlight: OperationKind | null): RequestVerdict {
   if (state === 'destroyed') {
     return kind === 'delete'
       ? { verdict: 'noop', reason: 'instance is already destroyed' }
       : { verdict: 'conflict', reason: `cannot ${kind} a destroyed instance` }
   }
-  switch (kind) {
-    case 'start':
-      if (state === 'running') return { verdict: 'noop', reason: 'instance is already running' }
-      return state === 'stopped' || state === 'failed'
-        ? { verdict: 'run' }
-        : { verdict: 'conflict', reason: `cannot start an instance that is ${state}` }
-    case 'stop':
-      return state === 'stopped'
-        ? { verdict: 'noop', reason: 'instance is already stopped' }
-        : { verdict: 'run' }
-    case 'reboot':
-      return state === 'running'
-        ? { verdict: 'run' }
-        : { verdict: 'conflict', reason: `cannot reboot an instance that is ${state}` }
-    case 'delete':
-      return { verdict: 'run' }
+  if (kind === 'stop' || kind === 'delete') {
+    return kind === 'stop' && state === 'stopped' && inFlight === null
+      ? { verdict: 'noop', reason: 'instance is already stopped' }
+      : { verdict: 'run' }
   }
+  if (inFlight !== null) return { verdict: 'conflict', reason: `cannot ${kind} while a ${inFlight} is in flight` }
+  if (kind === 'start') {
+    if (state === 'running') return { verdict: 'noop', reason: 'instance is already running' }
+    return state === 'stopped' || state === 'failed'
+      ? { verdict: 'run' }
+      : { verdict: 'conflict', reason: `cannot start an instance that is ${state}` }
+  }
+  return state === 'running'
+    ? { verdict: 'run' }
+    : { verdict: 'conflict', reason: `cannot reboot an instance that is ${state}` }
 }

@@ -5,8 +5,9 @@
  *   transaction, so a failed start leaves nothing behind (never a half-created instance); the
  *   workflow ensures the row exists too, in case this process dies before committing.
  * - start and reboot: started with the "fail if running" conflict policy, so the workflow ID is
- *   the instance lock (I4). If the execution holding it only applies host reports, the request is
- *   handed over to it and runs next; if it is another operation, the answer is 409 naming it.
+ *   the instance lock (I4). If the execution holding it has no operation in flight (it applies
+ *   host reports), the request is handed over to it and runs next; otherwise the answer is 409
+ *   naming the operation in flight.
  * - stop and delete: `signalWithStart`, so whatever execution runs receives the request and
  *   switches to the stop path (preemption); otherwise a new execution starts with it.
  *
@@ -113,12 +114,17 @@ export function createInstanceRequests (deps: Dependencies) {
 
   /** Checks the request against the instance's state; answers at once when nothing is to be done. */
   function judge (kind: Exclude<OperationKind, 'create'>, instance: InstanceView): Accepted | null {
-    const verdict = verdictFor(kind, instance.state)
+    const verdict = verdictFor(kind, instance.state, instance.operation?.kind ?? null)
     if (verdict.verdict === 'noop') return { status: 200, instance, operation: null, message: verdict.reason }
     if (verdict.verdict === 'conflict') throw conflict(instance, verdict.reason)
     return null
   }
 
+  /**
+   * Starts a start or reboot. If an execution holds the instance's workflow ID but its operation
+   * is over (it is tidying up: applying late reports), the request is handed over to it and runs
+   * next; if an operation is in flight, the answer is 409 naming it.
+   */
   async function startOperation (request: StartRequest | RebootRequest, instance: InstanceView): Promise<Accepted> {
     const options = startOptions(request, instance.name)
     let runId: string
@@ -126,8 +132,8 @@ export function createInstanceRequests (deps: Dependencies) {
       runId = (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) unavailable(err)
-      const running = await temporal.workflow.getHandle(options.workflowId).describe().catch(unavailable)
-      if (running.type !== WORKFLOW_TYPES.reports) throw conflict(await existing(instance.id), 'another operation is in flight')
+      const current = await existing(instance.id)
+      if (current.operation !== null) throw conflict(current, 'another operation is in flight')
       runId = (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], {
         ...options,
         signal: operationRequestedSignal,

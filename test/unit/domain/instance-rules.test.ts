@@ -44,29 +44,32 @@ describe('outcomeOfVmmEnd', () => {
 
 describe('verdictFor', () => {
   it('runs what can proceed', () => {
-    assert.equal(verdictFor('start', 'stopped').verdict, 'run')
-    assert.equal(verdictFor('start', 'failed').verdict, 'run')
-    assert.equal(verdictFor('reboot', 'running').verdict, 'run')
-    assert.equal(verdictFor('stop', 'running').verdict, 'run')
-    assert.equal(verdictFor('stop', 'failed').verdict, 'run', 'stop on a failed instance moves it to stopped')
+    assert.equal(verdictFor('start', 'stopped', null).verdict, 'run')
+    assert.equal(verdictFor('start', 'failed', null).verdict, 'run')
+    assert.equal(verdictFor('reboot', 'running', null).verdict, 'run')
+    assert.equal(verdictFor('stop', 'running', null).verdict, 'run')
+    assert.equal(verdictFor('stop', 'failed', null).verdict, 'run', 'stop on a failed instance moves it to stopped')
   })
 
-  it('lets stop and delete preempt anything in flight', () => {
+  it('lets stop and delete preempt anything in flight, even before its workflow wrote a state', () => {
     for (const state of ['creating', 'starting', 'rebooting', 'stopping'] as const) {
-      assert.equal(verdictFor('stop', state).verdict, 'run')
-      assert.equal(verdictFor('delete', state).verdict, 'run')
+      assert.equal(verdictFor('stop', state, 'start').verdict, 'run')
+      assert.equal(verdictFor('delete', state, 'start').verdict, 'run')
     }
+    assert.equal(verdictFor('stop', 'stopped', 'start').verdict, 'run', 'a start accepted a moment ago is stopped, not ignored')
   })
 
   it('answers requests that need nothing done as no-ops', () => {
-    assert.deepEqual(verdictFor('stop', 'stopped'), { verdict: 'noop', reason: 'instance is already stopped' })
-    assert.deepEqual(verdictFor('start', 'running'), { verdict: 'noop', reason: 'instance is already running' })
-    assert.equal(verdictFor('delete', 'destroyed').verdict, 'noop')
+    assert.deepEqual(verdictFor('stop', 'stopped', null), { verdict: 'noop', reason: 'instance is already stopped' })
+    assert.deepEqual(verdictFor('start', 'running', null), { verdict: 'noop', reason: 'instance is already running' })
+    assert.equal(verdictFor('delete', 'destroyed', null).verdict, 'noop')
   })
 
-  it('refuses what cannot apply, naming the state', () => {
-    assert.deepEqual(verdictFor('start', 'stopping'), { verdict: 'conflict', reason: 'cannot start an instance that is stopping' })
-    assert.deepEqual(verdictFor('reboot', 'stopped'), { verdict: 'conflict', reason: 'cannot reboot an instance that is stopped' })
-    assert.equal(verdictFor('start', 'destroyed').verdict, 'conflict')
+  it('refuses what cannot apply, naming the state or the operation in flight', () => {
+    assert.deepEqual(verdictFor('start', 'stopping', null), { verdict: 'conflict', reason: 'cannot start an instance that is stopping' })
+    assert.deepEqual(verdictFor('reboot', 'stopped', null), { verdict: 'conflict', reason: 'cannot reboot an instance that is stopped' })
+    assert.deepEqual(verdictFor('start', 'stopped', 'stop'), { verdict: 'conflict', reason: 'cannot start while a stop is in flight' })
+    assert.deepEqual(verdictFor('reboot', 'running', 'reboot'), { verdict: 'conflict', reason: 'cannot reboot while a reboot is in flight' })
+    assert.equal(verdictFor('start', 'destroyed', null).verdict, 'conflict')
   })
 })
