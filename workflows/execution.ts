@@ -6,8 +6,8 @@
  * execution is an `InstanceExecution`, which
  *
  * 1. receives everything addressed to the instance: host reports (`vmmReport`), stops and
- *    deletes (`haltRequested`), a start or reboot handed over while only reports were being
- *    applied (`operationRequested`), and answers the `state` query;
+ *    deletes (`haltRequested`), a start or reboot handed over once no operation is in flight
+ *    (`operationRequested`), and answers the `state` query;
  * 2. applies every report to its VMM's record as it arrives (the report pump); stale generations
  *    are ignored by the record itself, and the latest known state of each VMM is kept here for
  *    operations to wait on;
@@ -20,8 +20,9 @@
  *    VMM ID it destroyed;
  * 4. when the operation is done, settles the instance against what its VMM reported meanwhile
  *    (a VMM that crashed right after booting still fails the instance), runs halts that arrived
- *    late, and completes only once every report it received is applied (I5). A start or reboot
- *    handed over to it continues as a new execution of that workflow type.
+ *    late, and completes only once every report it received is applied (I5). A stop or delete
+ *    that reached an execution which only applied reports, and a start or reboot handed over,
+ *    continue as a new execution of their own workflow type.
  *
  * Every write to the instance goes through `change`: one event, one generation, chosen here.
  */
@@ -88,9 +89,13 @@ export class InstanceExecution {
   private applying = false
   private bodyScope: CancellationScope | null = null
   private current: OperationRequest | null = null
+  /** A start or reboot handed over to run next; later ones while it waits are refused. */
   private handoff: StartRequest | RebootRequest | null = null
+  private readonly refusedHandoffs: Array<StartRequest | RebootRequest> = []
+  /** A halt cut this execution's operation short, so this execution runs the halt itself. */
+  private preempted = false
   private searchableHostId: string | null = null
-  private first: OperationRequest | null = null
+  private operation: { kind: OperationKind | 'reports', operationId: string | null } = { kind: 'reports', operationId: null }
   /** Stops and deletes received and not yet carried out; one halt serves them all. */
   readonly halts: HaltRequest[] = []
   /** The earliest deadline of the halts received, in ms since the epoch. */
@@ -98,14 +103,15 @@ export class InstanceExecution {
   phase = 'starting'
   settings!: OperationSettings
 
-  constructor (readonly instanceId: string, private readonly bodies: OperationBodies) {
+  /** `first`: the request this execution was started for, or null when it only applies reports. */
+  constructor (readonly instanceId: string, private readonly bodies: OperationBodies, private readonly first: OperationRequest | null) {
     setHandler(vmmReportSignal, (report) => { this.reports.push(report) })
     setHandler(haltRequestedSignal, (request) => { this.receiveHalt(request) })
-    setHandler(operationRequestedSignal, (request) => { this.handoff = request })
+    setHandler(operationRequestedSignal, (request) => { this.receiveHandoff(request) })
     setHandler(stateQuery, () => ({
       instanceId: this.instanceId,
-      operation: this.current?.kind ?? (this.halts.length > 0 ? this.haltKind() : 'reports'),
-      operationId: this.current?.operationId ?? this.halts[0]?.operationId ?? null,
+      operation: this.operation.kind,
+      operationId: this.operation.operationId,
       state: this.snapshot?.instance.state ?? null,
       phase: this.phase,
       vmmId: this.snapshot?.instance.activeVmmId ?? null,
@@ -119,8 +125,7 @@ export class InstanceExecution {
    * Runs an execution from its first request (or none, when it only applies reports) to the end.
    * `alsoHalts` are stops and deletes handed over by an execution that continued as this one.
    */
-  async run (first: OperationRequest | null, load: () => Promise<InstanceSnapshot | null>, alsoHalts: HaltRequest[] = []): Promise<void> {
-    this.first = first
+  async run (load: () => Promise<InstanceSnapshot | null>, alsoHalts: HaltRequest[] = []): Promise<void> {
     for (const halt of alsoHalts) this.receiveHalt(halt)
     this.settings = await settings.operationSettings()
     this.useSnapshot(await CancellationScope.nonCancellable(load))
@@ -129,7 +134,7 @@ export class InstanceExecution {
     // would fail the workflow task, which Temporal retries.
     // eslint-disable-next-line no-void
     void this.pumpReports()
-    if (first !== null) await this.perform(first)
+    if (this.first !== null) await this.perform(this.first)
     await this.finish()
   }
 
@@ -245,6 +250,14 @@ export class InstanceExecution {
     return this.reports.length === 0 && !this.applying
   }
 
+  /** signalWithStart delivers a request to the execution it starts too: that one is `first`. */
+  private receiveHandoff (request: StartRequest | RebootRequest): void {
+    const known = [this.first, this.handoff, ...this.refusedHandoffs].some((r) => r?.operationId === request.operationId)
+    if (known) return
+    if (this.handoff === null) this.handoff = request
+    else this.refusedHandoffs.push(request)
+  }
+
   private receiveHalt (request: HaltRequest): void {
     if (this.halts.some((h) => h.operationId === request.operationId)) return
     this.halts.push(request)
@@ -258,7 +271,7 @@ export class InstanceExecution {
       this.receiveHalt(request)
       return
     }
-    this.setOperation(request.kind)
+    this.setOperation(request)
     if (this.halts.length > 0) {
       await this.supersede(request)
       return
@@ -279,6 +292,7 @@ export class InstanceExecution {
   }
 
   private async supersede (request: OperationRequest): Promise<void> {
+    this.preempted = true
     const by = this.halts[0]
     const message = `${request.kind} superseded by ${by.kind} ${by.operationId}`
     await this.change({
@@ -289,26 +303,31 @@ export class InstanceExecution {
   }
 
   /**
-   * Runs what arrived after the operation, then ends the execution. An execution that was only
-   * applying reports does not run a stop or delete itself: once its reports are applied it
-   * continues as new as that stop or delete, so every operation shows in Temporal as an
-   * execution of its own type. A stop or delete supersedes a start or reboot handed over.
+   * Runs what arrived after the operation, then ends the execution. A stop or delete that
+   * preempted this execution's operation runs here; one that arrived once the operation was over
+   * (or while only reports were applied) waits until the reports are applied, then continues as a
+   * new execution of its own type, so every operation shows in Temporal as an execution of its
+   * own. A stop or delete supersedes a start or reboot handed over.
    */
   private async finish (): Promise<void> {
-    const runsHalts = this.first !== null
+    const runsHalts = (): boolean => this.halts.length > 0 && (this.preempted || this.first?.kind === 'stop' || this.first?.kind === 'delete')
     for (;;) {
-      await condition(() => this.reportsApplied() || (runsHalts && this.halts.length > 0))
+      await condition(() => this.reportsApplied() || runsHalts())
       if (this.halts.length > 0 && this.handoff !== null) {
         await this.supersede(this.handoff)
         this.handoff = null
       }
-      if (runsHalts && this.halts.length > 0) {
-        this.setOperation(this.haltKind())
+      if (runsHalts()) {
+        this.setOperation({ kind: this.haltKind(), operationId: this.halts[0].operationId })
         await this.bodies.halt(this)
         continue
       }
       await this.settle()
       if (this.reportsApplied()) break
+    }
+    for (const request of this.refusedHandoffs.splice(0)) {
+      const message = `${request.kind} refused: another request was already waiting to run`
+      await this.change({ kind: 'operation-finished', message, operation: { request, status: 'failed', error: { code: 'Conflict', message } } })
     }
     const [halt, ...others] = this.halts
     if (halt !== undefined) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[halt.kind] })(halt, ...others)
@@ -338,7 +357,9 @@ export class InstanceExecution {
     }
   }
 
-  private setOperation (kind: OperationKind | 'reports'): void {
-    upsertSearchAttributes([{ key: OperationKey, value: kind }])
+  /** The operation this execution is running (or ran last), for the `state` query and the UI. */
+  private setOperation (operation: { kind: OperationKind, operationId: string }): void {
+    this.operation = operation
+    upsertSearchAttributes([{ key: OperationKey, value: operation.kind }])
   }
 }

@@ -19,11 +19,11 @@ const bodies: OperationBodies = {
 }
 
 async function runOperation (request: OperationRequest, alsoHalts: HaltRequest[] = []): Promise<void> {
-  await new InstanceExecution(request.instanceId, bodies).run(request, () => records.loadInstance(request.instanceId), alsoHalts)
+  await new InstanceExecution(request.instanceId, bodies, request).run(() => records.loadInstance(request.instanceId), alsoHalts)
 }
 
 export async function createInstance (request: CreateRequest): Promise<void> {
-  await new InstanceExecution(request.instanceId, bodies).run(request, () => records.ensureInstance(request.instanceId, request.instance))
+  await new InstanceExecution(request.instanceId, bodies, request).run(() => records.ensureInstance(request.instanceId, request.instance))
 }
 
 export async function startInstance (request: StartRequest): Promise<void> {
@@ -45,5 +45,5 @@ export async function deleteInstance (request: DeleteRequest, ...alsoHalts: Halt
 
 /** Started by a host report when no operation is running: applies reports and settles. */
 export async function applyVmmReports (input: ApplyReportsInput): Promise<void> {
-  await new InstanceExecution(input.instanceId, bodies).run(null, () => records.loadInstance(input.instanceId))
+  await new InstanceExecution(input.instanceId, bodies, null).run(() => records.loadInstance(input.instanceId))
 }
