@@ -1,0 +1,108 @@
+/**
+ * Records workflow histories for the replay tests (`test/replay/`): drives a live stack through
+ * every path of every workflow type, then saves each execution's history as JSON (as
+ * `temporal workflow show --output json` writes it).
+ *
+ *   node dist/scripts/record-histories.js <data-dir of a running dev stack>
+ *
+ * Run it when a workflow's shape changes on purpose (behind `patched()`), and keep the old
+ * histories: they are what workers already in production must still replay.
+ */
+import { execFile } from 'node:child_process'
+import { writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { Client, Connection } from '@temporalio/client'
+import { instanceWorkflowId, hostWorkflowId } from '../domain/ids.js'
+import { readStackFile } from './dev-stack/stack-file.js'
+import { stackPaths } from './dev-stack/data-dir.js'
+import { waitFor } from './dev-stack/wait.js'
+import { REPO_ROOT } from './tools/paths.js'
+import { ensureTemporalTools } from './tools/temporal-tools.js'
+
+const HISTORIES = join(REPO_ROOT, 'test', 'replay', 'histories')
+
+const dataDir = process.argv[2]
+if (dataDir === undefined) {
+  console.error('usage: record-histories <data-dir of a running dev stack>')
+  process.exit(2)
+}
+const info = await readStackFile(stackPaths(dataDir).stackFile)
+if (info === null) {
+  console.error(`no running stack in ${dataDir}`)
+  process.exit(2)
+}
+
+async function call (method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${info!.apiUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${info!.apiToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
+  const json = await response.json()
+  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`)
+  return json
+}
+
+async function settled (id: string, state: string): Promise<void> {
+  await waitFor(`${id} ${state}`, async () => {
+    const instance = await call('GET', `/v1/instances/${id}`)
+    return instance.state === state && instance.operation === null ? true : null
+  }, { timeoutMs: 60_000, intervalMs: 100 })
+}
+
+async function create (name: string, cmdline: string, start = true): Promise<string> {
+  const { instance } = await call('POST', '/v1/instances', { name, vcpus: 1, memoryMiB: 256, start, boot: { kernel: 'vmlinux', cmdline } })
+  await settled(instance.id, start ? 'running' : 'stopped')
+  return instance.id
+}
+
+const ids: string[] = []
+// create, graceful stop, start, reboot, forced stop, delete (names unique per run)
+const suffix = Date.now().toString(36)
+const main = await create(`replay-main-${suffix}`, 'console=ttyS0')
+ids.push(main)
+await call('POST', `/v1/instances/${main}/stop`, { graceSeconds: 10 })
+await settled(main, 'stopped')
+await call('POST', `/v1/instances/${main}/start`)
+await settled(main, 'running')
+await call('POST', `/v1/instances/${main}/reboot`)
+await settled(main, 'running')
+await call('POST', `/v1/instances/${main}/stop`, { graceSeconds: 0 })
+await settled(main, 'stopped')
+await call('DELETE', `/v1/instances/${main}`)
+await settled(main, 'destroyed')
+// created without starting; a start preempted by a stop while the boot hangs
+const preempted = await create(`replay-preempted-${suffix}`, 'sim.boot_ms=never', false)
+ids.push(preempted)
+await call('POST', `/v1/instances/${preempted}/start`)
+await new Promise((resolve) => setTimeout(resolve, 500))
+await call('POST', `/v1/instances/${preempted}/stop`, { graceSeconds: 1 })
+await settled(preempted, 'stopped')
+// a guest that ignores the power button; a guest that powers itself off (reports only)
+const stubborn = await create(`replay-stubborn-${suffix}`, 'sim.ignore_power_button')
+ids.push(stubborn)
+await call('POST', `/v1/instances/${stubborn}/stop`, { graceSeconds: 1 })
+await settled(stubborn, 'stopped')
+const poweroff = await create(`replay-poweroff-${suffix}`, 'sim.poweroff_ms=300')
+ids.push(poweroff)
+await settled(poweroff, 'stopped')
+
+// `temporal workflow show --output json` writes the JSON form the SDK's replayer reads.
+const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
+const connection = await Connection.connect({ address: info.temporalAddress })
+const client = new Client({ connection, namespace: info.namespace })
+let saved = 0
+const workflowIds = [...ids.map(instanceWorkflowId), ...info.hosts.map((h) => hostWorkflowId(h.id))]
+for (const workflowId of workflowIds) {
+  for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+    const { stdout } = await promisify(execFile)(temporal, [
+      'workflow', 'show', '--address', info.temporalAddress, '--namespace', info.namespace,
+      '--workflow-id', workflowId, '--run-id', execution.runId, '--output', 'json'
+    ], { maxBuffer: 64 * 1024 * 1024 })
+    await writeFile(join(HISTORIES, `${execution.type}-${execution.runId}.json`), stdout)
+    saved++
+  }
+}
+await connection.close()
+console.log(`saved ${saved} histories into ${HISTORIES}`)
