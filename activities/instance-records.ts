@@ -31,23 +31,30 @@ export interface OperationUpdate {
   runId: string
 }
 
-export interface InstanceChange {
-  instanceId: string
-  /** Chosen by the workflow; a change whose event exists was already made. */
-  eventId: string
-  expectedGeneration: number
+/** The instance's fields a change may set. */
+export interface InstanceFields {
+  state?: InstanceState
+  intendedState?: IntendedState
+  activeVmmId?: string | null
+  lastError?: InstanceError | null
+  /** Marks the instance destroyed and releases what its VMMs still hold. */
+  destroyed?: boolean
+}
+
+/** The event a change appends. */
+export interface ChangeEvent {
   kind: EventKind
   message: string
   details?: Record<string, unknown>
   vmmId?: string | null
-  set?: {
-    state?: InstanceState
-    intendedState?: IntendedState
-    activeVmmId?: string | null
-    lastError?: InstanceError | null
-    /** Marks the instance destroyed and releases what its VMMs still hold. */
-    destroyed?: boolean
-  }
+}
+
+export interface InstanceChange extends ChangeEvent {
+  instanceId: string
+  /** Chosen by the workflow; a change whose event exists was already made. */
+  eventId: string
+  expectedGeneration: number
+  set?: InstanceFields
   operation?: OperationUpdate
 }
 

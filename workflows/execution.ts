@@ -36,10 +36,9 @@ import {
   uuid4,
   workflowInfo
 } from '@temporalio/workflow'
-import type { InstanceChange, InstanceSnapshot } from '../activities/instance-records.js'
+import type { ChangeEvent, InstanceChange, InstanceFields, InstanceSnapshot } from '../activities/instance-records.js'
 import type { OperationSettings } from '../activities/index.js'
-import type { EventKind } from '../domain/event.js'
-import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
+import type { Instance, InstanceError } from '../domain/instance.js'
 import { outcomeOfVmmEnd } from '../domain/instance-rules.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
@@ -67,18 +66,9 @@ export interface OperationBodies {
   halt: HaltRoutine
 }
 
-export interface ChangeInput {
-  kind: EventKind
-  message: string
-  details?: Record<string, unknown>
-  vmmId?: string | null
-  set?: {
-    state?: InstanceState
-    intendedState?: IntendedState
-    activeVmmId?: string | null
-    lastError?: Omit<InstanceError, 'at'> | null
-    destroyed?: boolean
-  }
+/** A change as operations describe it; `change` adds the event ID, generation and times. */
+export interface ChangeInput extends ChangeEvent {
+  set?: Omit<InstanceFields, 'lastError'> & { lastError?: Omit<InstanceError, 'at'> | null }
   operation?: { request: OperationRequest, status: OperationStatus, error?: OperationError | null }
 }
 

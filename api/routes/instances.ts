@@ -1,4 +1,5 @@
 /** `/v1/instances`: create, read, start, stop, reboot and delete instances. */
+import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { idParamsSchema, problemResponses } from '../schemas/common.js'
@@ -19,17 +20,15 @@ const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema, ...problem
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   const requests = fastify.instanceRequests
 
-  function answer (accepted: Accepted) {
-    const { status, ...body } = accepted
-    return [status, body] as const
+  /** 202 when an operation was started, 200 when nothing needed doing. */
+  async function send (reply: FastifyReply, pending: Promise<Accepted>) {
+    const { status, ...body } = await pending
+    return await reply.code(status).send(body)
   }
 
   fastify.post('/instances', {
     schema: { tags, summary: 'Create an instance (and start it, unless start is false)', body: createInstanceBody, response: acceptedResponses }
-  }, async (request, reply) => {
-    const [status, body] = answer(await requests.create(request.body))
-    return reply.code(status).send(body)
-  })
+  }, async (request, reply) => await send(reply, requests.create(request.body)))
 
   fastify.get('/instances', {
     schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema, ...problemResponses } }
@@ -45,10 +44,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
 
   fastify.post('/instances/:id/start', {
     schema: { tags, summary: 'Start a stopped or failed instance', params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => {
-    const [status, body] = answer(await requests.start(request.params.id))
-    return reply.code(status).send(body)
-  })
+  }, async (request, reply) => await send(reply, requests.start(request.params.id)))
 
   fastify.post('/instances/:id/stop', {
     schema: {
@@ -58,17 +54,11 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       body: stopInstanceBody,
       response: acceptedResponses
     }
-  }, async (request, reply) => {
-    const [status, body] = answer(await requests.stop(request.params.id, request.body?.graceSeconds))
-    return reply.code(status).send(body)
-  })
+  }, async (request, reply) => await send(reply, requests.stop(request.params.id, request.body?.graceSeconds)))
 
   fastify.post('/instances/:id/reboot', {
     schema: { tags, summary: 'Reboot a running instance', params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => {
-    const [status, body] = answer(await requests.reboot(request.params.id))
-    return reply.code(status).send(body)
-  })
+  }, async (request, reply) => await send(reply, requests.reboot(request.params.id)))
 
   fastify.delete('/instances/:id', {
     schema: {
@@ -78,10 +68,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       querystring: deleteInstanceQuery,
       response: acceptedResponses
     }
-  }, async (request, reply) => {
-    const [status, body] = answer(await requests.delete(request.params.id, request.query.graceSeconds))
-    return reply.code(status).send(body)
-  })
+  }, async (request, reply) => await send(reply, requests.delete(request.params.id, request.query.graceSeconds)))
 }
 
 export default routes

@@ -1,12 +1,13 @@
 /**
- * Bad input gets a clear 4xx with problem details naming what is wrong, and changes nothing.
+ * The API's contract beyond the lifecycle: bad input gets a clear 4xx with problem details naming
+ * what is wrong, and changes nothing; lists page with a cursor and filter by state.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
-describe('bad input', () => {
+describe('the API contract', () => {
   let stack: TestStack
   let stoppedId: string
   before(async () => {
@@ -82,5 +83,30 @@ describe('bad input', () => {
     assert.equal((await api(anonymous).get('/healthz')).status, 200)
     assert.equal((await api(anonymous).get('/readyz')).status, 200)
     assert.equal((await api(anonymous).get('/openapi.json')).status, 200)
+  })
+
+  it('pages through instances with a cursor, oldest first, and filters by state', async () => {
+    const names = ['page-a', 'page-b', 'page-c']
+    for (const name of names) {
+      const { body } = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', { ...newInstance(name), start: false })
+      await waitForState(stack, body.instance.id, 'stopped')
+    }
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const query: string = cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`
+      const page = await api(stack).get<{ items: InstanceBody[], nextCursor: string | null }>(`/v1/instances?limit=2${query}`)
+      assert.equal(page.status, 200)
+      assert.ok(page.body.items.length <= 2)
+      seen.push(...page.body.items.map((i) => i.name))
+      cursor = page.body.nextCursor
+    } while (cursor !== null)
+    assert.deepEqual(seen, ['taken', ...names])
+    const stopped = await api(stack).get<{ items: InstanceBody[] }>('/v1/instances?state=stopped')
+    assert.ok(stopped.body.items.every((i) => i.state === 'stopped') && stopped.body.items.length >= 4)
+    assert.deepEqual((await api(stack).get<{ items: unknown[] }>('/v1/instances?state=running')).body.items, [])
+    assertProblem(await api(stack).get('/v1/instances?cursor=bogus'), 400, /cursor/)
+    assertProblem(await api(stack).get('/v1/instances?state=sleeping'), 400, /query\.state/)
+    assertProblem(await api(stack).get('/v1/instances?limit=0'), 400, /query\.limit/)
   })
 })
