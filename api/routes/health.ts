@@ -11,11 +11,14 @@ import { ApiProblem } from '../plugins/problem-details.js'
 const WORKER_SEEN_WITHIN_MS = 90_000
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
+  // Probed every few seconds by supervisors: their requests are not worth a log line each.
   fastify.get('/healthz', {
+    logLevel: 'warn',
     schema: { tags: ['health'], response: { 200: z.object({ status: z.literal('ok') }) } }
   }, async () => ({ status: 'ok' as const }))
 
   fastify.get('/readyz', {
+    logLevel: 'warn',
     schema: { tags: ['health'], response: { 200: z.object({ status: z.literal('ready') }) } }
   }, async () => {
     const problems: string[] = []
