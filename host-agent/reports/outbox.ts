@@ -11,7 +11,8 @@
  *
  * A report always carries the VMM's state at the moment it is sent, not the change that caused
  * it, so a burst of changes collapses into one report. One report per VMM is in flight at a
- * time; a change that arrives meanwhile sends another once the first is accepted.
+ * time, and up to CONCURRENCY of them at once, each slot taking the next due VMM as soon as its
+ * report is accepted; a change that arrives meanwhile sends another once the first is accepted.
  *
  * When Temporal refuses or cannot be reached, the outbox backs off exponentially (with jitter,
  * up to `retryMaxMs`) and tries again, forever. Nothing else waits for it: the HTTP API and the
@@ -34,7 +35,10 @@ export class ReportOutbox {
   readonly #due = new Map<string, VmmSupervisor>()
   /** VMMs whose current state is sent even if already reported (agent start). */
   readonly #forced = new Set<string>()
-  #pumping = false
+  readonly #inFlight = new Set<string>()
+  #slots = 0
+  /** Set by a slot whose delivery failed: the others stop taking work, then all wait a while. */
+  #failure: Error | null = null
   #retryTimer: NodeJS.Timeout | null = null
   #failures = 0
   #stopped = false
@@ -70,29 +74,48 @@ export class ReportOutbox {
     this.#retryTimer = null
   }
 
+  /** Opens slots, up to CONCURRENCY, while some due VMM has no report in flight. */
   #kick (): void {
-    if (this.#pumping || this.#retryTimer !== null || this.#stopped) return
-    this.#pumping = true
-    this.#pump()
-      .catch((err: Error) => { this.log.error({ err: err.message }, 'report outbox failed') })
-      .finally(() => {
-        this.#pumping = false
-        // A notification that came while the last batch finished must not wait for the next one.
-        if (this.#due.size > 0) this.#kick()
-      })
+    while (this.#slots < CONCURRENCY && this.#retryTimer === null && this.#failure === null && !this.#stopped && this.#nextDue() !== undefined) {
+      this.#slots++
+      this.#slot()
+        .catch((err: Error) => { this.log.error({ err: err.message }, 'report outbox failed') })
+        .finally(() => {
+          this.#slots--
+          if (this.#slots === 0) this.#afterLastSlot()
+        })
+    }
   }
 
-  async #pump (): Promise<void> {
-    while (this.#due.size > 0 && !this.#stopped) {
-      const batch = [...this.#due.values()].slice(0, CONCURRENCY)
-      const results = await Promise.allSettled(batch.map((vmm) => this.#deliver(vmm)))
-      const failure = results.find((result) => result.status === 'rejected')
-      if (failure !== undefined) {
-        this.#scheduleRetry(failure.reason as Error)
-        return
+  #nextDue (): VmmSupervisor | undefined {
+    for (const vmm of this.#due.values()) if (!this.#inFlight.has(vmm.id)) return vmm
+    return undefined
+  }
+
+  /** Delivers one due VMM's report after another until none is left for it to take. */
+  async #slot (): Promise<void> {
+    for (let vmm = this.#nextDue(); vmm !== undefined && this.#failure === null && !this.#stopped; vmm = this.#nextDue()) {
+      this.#inFlight.add(vmm.id)
+      try {
+        await this.#deliver(vmm)
+      } catch (err) {
+        this.#failure = err as Error
+      } finally {
+        this.#inFlight.delete(vmm.id)
       }
-      this.#failures = 0
     }
+  }
+
+  #afterLastSlot (): void {
+    const failure = this.#failure
+    this.#failure = null
+    if (failure !== null) {
+      this.#scheduleRetry(failure)
+      return
+    }
+    this.#failures = 0
+    // A notification that came while the last slot finished must not wait for the next one.
+    this.#kick()
   }
 
   async #deliver (vmm: VmmSupervisor): Promise<void> {
