@@ -48,8 +48,10 @@ function send (reply: FastifyReply, request: FastifyRequest, problem: ApiProblem
 function toProblem (err: FastifyError): ApiProblem {
   if (err instanceof ApiProblem) return err
   if (hasZodFastifySchemaValidationErrors(err)) {
+    // Fastify names the query string `querystring`; people call it the query.
+    const where = err.validationContext === 'querystring' ? 'query' : err.validationContext
     const errors = err.validation.map((v) => ({
-      path: [err.validationContext, ...(v.instancePath.split('/').filter((p) => p !== ''))].join('.'),
+      path: [where, ...(v.instancePath.split('/').filter((p) => p !== ''))].join('.'),
       message: v.message ?? 'is invalid'
     }))
     return new ApiProblem(400, 'Bad Request', errors.map((e) => `${e.path}: ${e.message}`).join('; '), errors)

@@ -16,7 +16,7 @@ export type InstanceView = z.infer<typeof instanceSchema>
 export type HostView = z.infer<typeof hostSchema>
 
 const INSTANCE_VIEW_QUERY = `
-  SELECT ${INSTANCE_COLUMNS},
+  SELECT ${INSTANCE_COLUMNS}, i.seq,
          v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
          to_jsonb(o) AS operation
     FROM instances i
@@ -44,20 +44,14 @@ function operationFromJson (json: Record<string, any>): Operation {
   return { ...op, startedAt: new Date(op.startedAt).toISOString(), finishedAt: op.finishedAt === null ? null : new Date(op.finishedAt).toISOString() }
 }
 
-interface Cursor {
-  createdAt: string
-  id: string
+/** A cursor is the position (insertion order) of the last instance of the previous page. */
+function encodeCursor (seq: number): string {
+  return Buffer.from(String(seq)).toString('base64url')
 }
 
-function encodeCursor (view: InstanceView): string {
-  return Buffer.from(JSON.stringify([view.createdAt, view.id])).toString('base64url')
-}
-
-function decodeCursor (cursor: string): Cursor {
-  try {
-    const [createdAt, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as [unknown, unknown]
-    if (typeof createdAt === 'string' && typeof id === 'string' && !Number.isNaN(Date.parse(createdAt))) return { createdAt, id }
-  } catch {}
+function decodeCursor (cursor: string): number {
+  const seq = Number(Buffer.from(cursor, 'base64url').toString())
+  if (Number.isSafeInteger(seq) && seq > 0) return seq
   throw new ApiProblem(400, 'Bad Request', 'query.cursor: is not a cursor this API returned', [{ path: 'query.cursor', message: 'is not a cursor this API returned' }])
 }
 
@@ -70,18 +64,17 @@ export function createInstancesRepository (db: Pool) {
 
     /** A page of instances, oldest first; destroyed ones only when asked for by state. */
     async list (options: { limit: number, cursor?: string, state?: InstanceState }) {
-      const after = options.cursor === undefined ? null : decodeCursor(options.cursor)
+      const after = options.cursor === undefined ? 0 : decodeCursor(options.cursor)
       const { rows } = await db.query(
         `${INSTANCE_VIEW_QUERY}
-          WHERE ($1::text IS NULL AND i.destroyed_at IS NULL OR i.state = $1)
-            AND ($2::timestamptz IS NULL OR (i.created_at, i.id) > ($2, $3::uuid))
-          ORDER BY i.created_at, i.id
-          LIMIT $4`,
-        [options.state ?? null, after?.createdAt ?? null, after?.id ?? null, options.limit + 1]
+          WHERE ($1::text IS NULL AND i.destroyed_at IS NULL OR i.state = $1) AND i.seq > $2
+          ORDER BY i.seq
+          LIMIT $3`,
+        [options.state ?? null, after, options.limit + 1]
       )
-      const items = rows.slice(0, options.limit).map(toInstanceView)
-      const nextCursor = rows.length > options.limit ? encodeCursor(items[items.length - 1]) : null
-      return { items, nextCursor }
+      const page = rows.slice(0, options.limit)
+      const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
+      return { items: page.map(toInstanceView), nextCursor }
     },
 
     async findOperation (id: string): Promise<Operation | null> {
