@@ -5,7 +5,7 @@
  * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
  * workflows and retry policies branch on the type, never on the message.
  */
-import { ApplicationFailure } from '@temporalio/activity'
+import { ApplicationFailure, heartbeat } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import type { VmmSpec, VmmView } from '../domain/host-agent-api.js'
@@ -29,25 +29,35 @@ export interface PowerButtonInput extends VmmTarget {
   deadline: string
 }
 
-export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
-  async function onAgent<T> (hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
-    const agentUrl = await agentUrlOf(pool, hostId)
-    if (agentUrl === null) throw ApplicationFailure.nonRetryable(`host ${hostId} is not registered`, 'InvalidRequest')
-    try {
-      return await call(agentUrl)
-    } catch (err) {
-      if (!(err instanceof HostAgentError)) throw err
-      throw ApplicationFailure.create({
-        type: err.errorClass,
-        message: err.message,
-        nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
-      })
-    }
-  }
+/** How often an activity waiting for an agent tells Temporal it is alive. */
+const HEARTBEAT_EVERY_MS = 1000
 
+/**
+ * Calls a host's agent, heartbeating while it waits; failures leave as Temporal failures typed
+ * by their error class.
+ */
+export async function onAgent<T> (pool: Pool, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
+  const agentUrl = await agentUrlOf(pool, hostId)
+  if (agentUrl === null) throw ApplicationFailure.nonRetryable(`host ${hostId} is not registered`, 'InvalidRequest')
+  const beating = setInterval(() => { heartbeat() }, HEARTBEAT_EVERY_MS)
+  try {
+    return await call(agentUrl)
+  } catch (err) {
+    if (!(err instanceof HostAgentError)) throw err
+    throw ApplicationFailure.create({
+      type: err.errorClass,
+      message: err.message,
+      nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
+    })
+  } finally {
+    clearInterval(beating)
+  }
+}
+
+export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
   return {
     async ensureVmm (input: EnsureVmmInput): Promise<VmmReport> {
-      const view = await onAgent(input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
+      const view = await onAgent(pool, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
         spec: input.spec
@@ -56,17 +66,17 @@ export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
     },
 
     async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
-      const view = await onAgent(input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      const view = await onAgent(pool, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
       return toReport(view, input.hostId)
     },
 
     async rebootVmm (input: VmmTarget): Promise<VmmReport> {
-      return toReport(await onAgent(input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
+      return toReport(await onAgent(pool, input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
     },
 
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
     async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
-      const view = await onAgent(input.hostId, (url) => client.destroyVmm(url, input.vmmId))
+      const view = await onAgent(pool, input.hostId, (url) => client.destroyVmm(url, input.vmmId))
       return view === null ? null : toReport(view, input.hostId)
     }
   }

@@ -7,6 +7,7 @@ import type { HostAnnouncement } from '../domain/host.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { HostAgentClient } from './host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
+import { createHostFencing } from './host-fencing.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import { insertInstance } from '../db/instances.js'
 import type { NewInstance } from '../workflows/definitions.js'
@@ -56,7 +57,8 @@ export function createActivities (deps: ActivityDependencies) {
     async markHostUnreachable (hostId: string, lastHeardAt: string | null) {
       await markHostUnreachable(pool, hostId, lastHeardAt)
     },
-    ...createHostAgentCalls(pool, agentClient)
+    ...createHostAgentCalls(pool, agentClient),
+    ...createHostFencing(pool, agentClient)
   }
 }
 

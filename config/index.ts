@@ -100,8 +100,8 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
       VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
-      VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(15),
-      VMPLANE_HOST_UNREACHABLE_SECONDS: seconds.default(30)
+      VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
+      VMPLANE_HOST_UNREACHABLE_SECONDS: seconds.default(60)
     }),
     env
   )

@@ -9,9 +9,12 @@ import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow'
 import type { Activities } from '../activities/index.js'
 import { NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 
-/** PostgreSQL: short calls, retried quickly, forever. */
+/**
+ * PostgreSQL: short calls, retried quickly, forever. A short timeout matters when a worker dies
+ * holding one: its retry waits for the timeout.
+ */
 export const records = proxyActivities<Activities>({
-  startToCloseTimeout: '15 seconds',
+  startToCloseTimeout: '5 seconds',
   retry: {
     initialInterval: '200 milliseconds',
     backoffCoefficient: 2,
@@ -20,9 +23,14 @@ export const records = proxyActivities<Activities>({
   }
 })
 
-/** Host agents: each call bounded by the client's timeout, retried with backoff, forever. */
+/**
+ * Host agents: each call bounded by the client's timeout, retried with backoff, forever. The
+ * activities heartbeat while they wait for the agent, so a worker that dies holding one is noticed
+ * within the heartbeat timeout, not the call's.
+ */
 export const agents = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
+  startToCloseTimeout: '20 seconds',
+  heartbeatTimeout: '3 seconds',
   retry: {
     initialInterval: '500 milliseconds',
     backoffCoefficient: 2,

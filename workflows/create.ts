@@ -8,6 +8,7 @@ import { bootNewVmm } from './start.js'
 
 export const create: OperationBody<CreateRequest> = async (x, request) => {
   if (!request.start) {
+    x.phase = 'stopped'
     await x.change({
       kind: 'operation-finished',
       message: 'created',

@@ -8,8 +8,10 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
 import type { InstanceShape, InstanceState, IntendedState, RestartPolicy } from '../domain/instance.js'
+import { instanceWorkflowId } from '../domain/ids.js'
 import type { OperationKind } from '../domain/operation.js'
 import type { VmmReport } from '../domain/vmm.js'
+import { HostIdKey, InstanceIdKey, OperationKey } from './search-attributes.js'
 
 /** Workflow type names, as the API and the agents start them. */
 export const WORKFLOW_TYPES = {
@@ -55,6 +57,8 @@ export interface StopRequest extends OperationRequestBase {
   kind: 'stop'
   /** Seconds from `requestedAt` the guest gets to power off before its VMM is killed. */
   graceSeconds: number
+  /** Set when an operator forced the stop (`forceStop`): why, in their words. */
+  forcedBy?: string
 }
 
 export interface DeleteRequest extends OperationRequestBase {
@@ -73,6 +77,26 @@ export interface ApplyReportsInput {
 export const vmmReportSignal = defineSignal<[VmmReport]>('vmmReport')
 
 /**
+ * The options of the `signalWithStart` that delivers a report: to whatever execution holds the
+ * instance's workflow ID, or to a new `applyVmmReports` execution if none does.
+ */
+export function reportDelivery (report: VmmReport, taskQueue: string) {
+  const args: [ApplyReportsInput] = [{ instanceId: report.instanceId }]
+  return {
+    workflowId: instanceWorkflowId(report.instanceId),
+    taskQueue,
+    args,
+    signal: vmmReportSignal,
+    signalArgs: [report] as [VmmReport],
+    typedSearchAttributes: [
+      { key: InstanceIdKey, value: report.instanceId },
+      { key: HostIdKey, value: report.hostId },
+      { key: OperationKey, value: 'reports' }
+    ]
+  }
+}
+
+/**
  * A stop or delete, delivered with signalWithStart: whatever execution runs for the instance
  * receives it and switches to the stop path (preemption), so a stop never waits behind a start.
  */
@@ -83,6 +107,24 @@ export const haltRequestedSignal = defineSignal<[HaltRequest]>('haltRequested')
  * (by continuing as new) instead of making the user's request fail with a conflict.
  */
 export const operationRequestedSignal = defineSignal<[StartRequest | RebootRequest]>('operationRequested')
+
+/**
+ * Operator: stop the instance now, killing its VMM without waiting for the guest. A stop with a
+ * grace period of 0, whatever the instance is doing. Send it with
+ * `temporal workflow signal -w instance-<id> --name forceStop` to a running execution, or with
+ * `temporal workflow signal-with-start … --type applyVmmReports` when none runs.
+ */
+export const forceStopSignal = defineSignal<[{ reason?: string }?]>('forceStop')
+
+/**
+ * Operator: the host is gone for good (or must be treated so). Its VMMs become `lost`, which
+ * fences them: their instances may start elsewhere at once, a stop in progress completes, and
+ * the host's agent, if it is ever heard from again, is made to kill them (I6).
+ */
+export const declareHostLostSignal = defineSignal<[{ hostId: string }]>('declareHostLost')
+
+/** Operator, on `host-<id>`: take a lost host back once its agent has killed every fenced VMM. */
+export const readmitHostSignal = defineSignal('readmitHost')
 
 /** What an operator sees with `temporal workflow query --name state`. */
 export interface InstanceWorkflowState {

@@ -27,6 +27,7 @@
  * Every write to the instance goes through `change`: one event, one generation, chosen here.
  */
 import {
+  allHandlersFinished,
   CancellationScope,
   condition,
   isCancellation,
@@ -45,6 +46,8 @@ import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vm
 import { records, settings } from './activities.js'
 import {
   WORKFLOW_TYPES,
+  declareHostLostSignal,
+  forceStopSignal,
   haltRequestedSignal,
   operationRequestedSignal,
   stateQuery,
@@ -90,7 +93,8 @@ export class InstanceExecution {
   readonly halts: HaltRequest[] = []
   /** The earliest deadline of the halts received, in ms since the epoch. */
   haltDeadline: number | null = null
-  phase = 'starting'
+  /** What the execution is doing, for the `state` query: loading, placing, booting, stopping, … */
+  phase = 'loading'
   settings!: OperationSettings
 
   /** `first`: the request this execution was started for, or null when it only applies reports. */
@@ -98,6 +102,20 @@ export class InstanceExecution {
     setHandler(vmmReportSignal, (report) => { this.reports.push(report) })
     setHandler(haltRequestedSignal, (request) => { this.receiveHalt(request) })
     setHandler(operationRequestedSignal, (request) => { this.receiveHandoff(request) })
+    setHandler(forceStopSignal, (input) => {
+      this.receiveHalt({
+        kind: 'stop',
+        operationId: uuid4(),
+        instanceId,
+        requestedAt: new Date().toISOString(),
+        graceSeconds: 0,
+        forcedBy: input?.reason ?? 'an operator'
+      })
+    })
+    setHandler(declareHostLostSignal, async ({ hostId }) => {
+      const lost = await CancellationScope.nonCancellable(() => records.declareHostLost(hostId, instanceId))
+      for (const vmm of lost) this.remember(vmm)
+    })
     setHandler(stateQuery, () => ({
       instanceId: this.instanceId,
       operation: this.operation.kind,
@@ -219,7 +237,8 @@ export class InstanceExecution {
     if (result.vmm !== null) this.remember(result.vmm)
   }
 
-  private remember (vmm: VmmRecord): void {
+  /** Takes in a VMM record newer than (or as new as) the one known. */
+  remember (vmm: VmmRecord): void {
     const known = this.vmms.get(vmm.id)
     if (known === undefined || vmm.generation >= known.generation) this.vmms.set(vmm.id, vmm)
   }
@@ -315,6 +334,7 @@ export class InstanceExecution {
       await this.settle()
       if (this.reportsApplied()) break
     }
+    await condition(allHandlersFinished)
     for (const request of this.refusedHandoffs.splice(0)) {
       const message = `${request.kind} refused: another request was already waiting to run`
       await this.change({ kind: 'operation-finished', message, operation: { request, status: 'failed', error: { code: 'Conflict', message } } })

@@ -21,6 +21,7 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
+import type { HaltRequest } from './definitions.js'
 import type { InstanceExecution } from './execution.js'
 import { destroyOnHost, isGone } from './vmm-actions.js'
 
@@ -34,21 +35,15 @@ export async function halt (x: InstanceExecution): Promise<void> {
   await recordStarted(x, started)
 
   const deleting = x.haltKind() === 'delete'
-  const ended = vmms.map((v) => x.vmm(v.id) ?? v)
-  const forced = ended.some(wasKilled)
-  const how = describeEnd(ended)
+  const end = describeEnd(x, vmms.map((v) => x.vmm(v.id) ?? v))
   x.phase = deleting ? 'destroyed' : 'stopped'
   await x.change({
     kind: 'state-changed',
-    message: `${deleting ? 'destroyed' : 'stopped'}: ${how}`,
-    details: { forced },
+    message: `${deleting ? 'destroyed' : 'stopped'}: ${end.message}`,
+    details: { graceful: end.error === null, ...(end.error === null ? {} : { reason: end.error.code }) },
     set: deleting
       ? { state: 'destroyed', intendedState: 'destroyed', destroyed: true }
-      : {
-          state: 'stopped',
-          intendedState: 'stopped',
-          ...(forced ? { lastError: { code: 'StopForced', message: `stop ${how}` } } : {})
-        }
+      : { state: 'stopped', intendedState: 'stopped', ...(end.error === null ? {} : { lastError: end.error }) }
   })
   for (const request of x.halts) {
     await x.change({ kind: 'operation-finished', message: `${request.kind} done`, operation: { request, status: 'succeeded' } })
@@ -57,18 +52,34 @@ export async function halt (x: InstanceExecution): Promise<void> {
   x.haltDeadline = null
 }
 
-function wasKilled (vmm: VmmRecord): boolean {
-  return vmm.exit?.cause === 'killed' || vmm.exit?.cause === 'stop-deadline'
+/**
+ * How the VMMs of a halt ended, for people, and as the instance's `lastError` when the stop was
+ * not graceful: a VMM killed (`StopForced`, naming the grace period or the operator), fenced with
+ * its lost host (`HostLost`), or one that died on its own during the stop.
+ */
+function describeEnd (x: InstanceExecution, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
+  if (vmms.length === 0) return { message: 'no VMM was running', error: null }
+  const lost = vmms.find((v) => v.state === 'lost')
+  if (lost !== undefined) {
+    const message = `host ${lost.hostId} declared lost; VMM fenced, not seen to stop`
+    return { message, error: { code: 'HostLost', message } }
+  }
+  if (vmms.some((v) => v.exit?.cause === 'killed' || v.exit?.cause === 'stop-deadline')) {
+    const forcedBy = x.halts.map((h) => h.kind === 'stop' ? h.forcedBy : undefined).find((by) => by !== undefined)
+    const message = forcedBy !== undefined
+      ? `forced by ${forcedBy}; VMM killed`
+      : `grace period of ${earliest(x).graceSeconds} s expired; VMM killed`
+    return { message, error: { code: 'StopForced', message } }
+  }
+  const died = vmms.find((v) => v.exit?.cause !== 'guest-poweroff')
+  if (died !== undefined) return { message: `VMM ended during the stop: ${died.reason ?? 'no reason given'}`, error: null }
+  return { message: 'guest powered off', error: null }
 }
 
-/** How the VMMs of a halt ended, for people: graceful, forced, or otherwise. */
-function describeEnd (vmms: VmmRecord[]): string {
-  if (vmms.length === 0) return 'no VMM was running'
-  const forced = vmms.find(wasKilled)
-  if (forced !== undefined) return `grace period expired; VMM killed (${forced.reason ?? forced.exit?.cause ?? 'killed'})`
-  const other = vmms.find((v) => v.exit?.cause !== 'guest-poweroff')
-  if (other !== undefined) return other.reason ?? 'VMM gone'
-  return 'guest powered off'
+/** The halt whose deadline is the one in force. */
+function earliest (x: InstanceExecution): HaltRequest {
+  const deadline = (h: HaltRequest): number => Date.parse(h.requestedAt) + h.graceSeconds * 1000
+  return x.halts.reduce((a, b) => deadline(b) < deadline(a) ? b : a)
 }
 
 async function recordStarted (x: InstanceExecution, started: Set<string>): Promise<void> {
@@ -77,7 +88,9 @@ async function recordStarted (x: InstanceExecution, started: Set<string>): Promi
     started.add(request.operationId)
     await x.change({
       kind: 'operation-started',
-      message: `${request.kind} requested (grace ${request.graceSeconds} s)`,
+      message: request.kind === 'stop' && request.forcedBy !== undefined
+        ? `force-stop by ${request.forcedBy}: VMM killed without waiting for the guest`
+        : `${request.kind} requested (grace ${request.graceSeconds} s)`,
       set: {
         ...(x.liveVmms().length > 0 ? { state: 'stopping' as const } : {}),
         intendedState: request.kind === 'delete' ? 'destroyed' : 'stopped'

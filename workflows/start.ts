@@ -84,7 +84,7 @@ async function bootOnHost (x: InstanceExecution, hostId: string, vmmId: string):
 
   const vmm = x.vmm(vmmId)
   const why: StartFailure = refused ?? (settled && vmm !== null
-    ? { code: 'BootFailed', message: vmm.reason ?? 'the VMM ended before it was running' }
+    ? { code: vmm.state === 'lost' ? 'HostLost' : 'BootFailed', message: vmm.reason ?? 'the VMM ended before it was running' }
     : { code: 'BootTimeout', message: `the VM did not reach running within ${x.settings.bootTimeoutMs / 1000} s; VMM killed` })
   if (vmm !== null) await destroyOnHost(x, vmm)
   return why

@@ -1,6 +1,7 @@
 /**
  * What operations do to one VMM through its host's agent, shared by start, reboot and halt.
  */
+import { CancellationScope, condition } from '@temporalio/workflow'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
@@ -17,12 +18,24 @@ export function isRunning (x: InstanceExecution, vmmId: string): boolean {
 /**
  * Kills the VMM if it lives, waits for its process to exit and cleans up after it: the kill
  * branch every stop and fence ends in. Retried until the agent answers, however long its host
- * stays unreachable (I2); an agent that affirms it has no such VMM is a positive signal that it
- * is gone.
+ * stays unreachable (I2), unless the VMM ends meanwhile by other means: a report of its exit, or
+ * its host declared lost by an operator. An agent that affirms it has no such VMM is a positive
+ * signal that it is gone.
  */
 export async function destroyOnHost (x: InstanceExecution, vmm: VmmRecord): Promise<void> {
-  const report = await agents.destroyVmm({ hostId: vmm.hostId, vmmId: vmm.id })
-  await x.observe(report ?? goneReport(x.vmm(vmm.id) ?? vmm))
+  if (isGone(x, vmm.id)) return
+  let answer: { report: VmmReport | null } | null = null
+  let failure: unknown = null
+  const call = new CancellationScope()
+  call.run(() => agents.destroyVmm({ hostId: vmm.hostId, vmmId: vmm.id })).then(
+    (report) => { answer = { report } },
+    (err: unknown) => { failure = err }
+  )
+  await condition(() => answer !== null || failure !== null || isGone(x, vmm.id))
+  call.cancel()
+  const settled = answer as { report: VmmReport | null } | null
+  if (settled !== null) await x.observe(settled.report ?? goneReport(x.vmm(vmm.id) ?? vmm))
+  else if (!isGone(x, vmm.id)) throw failure
 }
 
 function goneReport (vmm: VmmRecord): VmmReport {

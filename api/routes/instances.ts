@@ -7,8 +7,10 @@ import {
   acceptedSchema,
   createInstanceBody,
   deleteInstanceQuery,
+  eventListSchema,
   instanceListSchema,
   instanceSchema,
+  listEventsQuery,
   listInstancesQuery,
   stopInstanceBody
 } from '../schemas/instances.js'
@@ -40,6 +42,20 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     const instance = await fastify.instancesRepository.find(request.params.id)
     if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
     return instance
+  })
+
+  fastify.get('/instances/:id/events', {
+    schema: {
+      tags,
+      summary: "An instance's history: every state change and why, newest first",
+      params: idParamsSchema,
+      querystring: listEventsQuery,
+      response: { 200: eventListSchema, ...problemResponses }
+    }
+  }, async (request) => {
+    const events = await fastify.instancesRepository.listEvents(request.params.id, request.query)
+    if (events === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
+    return events
   })
 
   fastify.post('/instances/:id/start', {

@@ -1,4 +1,6 @@
 import { z } from 'zod'
+import { CONDITION_TYPES } from '../../domain/conditions.js'
+import { EVENT_KINDS } from '../../domain/event.js'
 import { bootSourceSchema } from '../../domain/host-agent-api.js'
 import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
@@ -55,6 +57,8 @@ export const instanceSchema = z.object({
   vmm: vmmSchema.nullable(),
   operation: operationSchema.nullable().describe('the operation in flight, if any'),
   lastError: z.object({ code: z.string(), message: z.string(), at: z.string() }).nullable(),
+  conditions: z.array(z.object({ type: z.enum(CONDITION_TYPES), since: z.string(), message: z.string() }))
+    .describe('what is known to be wrong or going on beside the state, e.g. HostUnreachable{since}'),
   createdAt: z.string(),
   updatedAt: z.string(),
   destroyedAt: z.string().nullable()
@@ -71,4 +75,25 @@ export const acceptedSchema = z.object({
   operation: operationSchema.nullable(),
   /** Set when nothing needed to happen, e.g. stopping a stopped instance. */
   message: z.string().optional()
+})
+
+export const listEventsQuery = z.strictObject({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  cursor: z.string().max(200).optional()
+})
+
+export const eventSchema = z.object({
+  id: z.uuid(),
+  at: z.string(),
+  kind: z.enum(EVENT_KINDS),
+  state: z.enum(INSTANCE_STATES).nullable().describe("the instance's state after the event"),
+  operationId: z.uuid().nullable(),
+  vmmId: z.uuid().nullable(),
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).nullable()
+}).meta({ id: 'InstanceEvent' })
+
+export const eventListSchema = z.object({
+  items: z.array(eventSchema),
+  nextCursor: z.string().nullable()
 })

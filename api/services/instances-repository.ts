@@ -5,7 +5,8 @@
 import fp from 'fastify-plugin'
 import type { z } from 'zod'
 import type { Pool } from '../../db/pool.js'
-import { HOST_COLUMNS, INSTANCE_COLUMNS, OPERATION_COLUMNS, toHost, toInstance, toOperation } from '../../db/rows.js'
+import { EVENT_COLUMNS, HOST_COLUMNS, INSTANCE_COLUMNS, OPERATION_COLUMNS, toEvent, toHost, toInstance, toOperation } from '../../db/rows.js'
+import { conditionsOf } from '../../domain/conditions.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { Operation } from '../../domain/operation.js'
 import type { hostSchema } from '../schemas/hosts.js'
@@ -18,9 +19,11 @@ export type HostView = z.infer<typeof hostSchema>
 const INSTANCE_VIEW_QUERY = `
   SELECT ${INSTANCE_COLUMNS}, i.seq,
          v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
+         v.unresponsive_since AS vmm_unresponsive_since, h.status AS host_status, h.status_since AS host_status_since,
          to_jsonb(o) AS operation
     FROM instances i
     LEFT JOIN vmms v ON v.id = i.active_vmm_id
+    LEFT JOIN hosts h ON h.id = v.host_id
     LEFT JOIN LATERAL (
       SELECT ${OPERATION_COLUMNS} FROM operations o
        WHERE o.instance_id = i.id AND o.finished_at IS NULL
@@ -29,12 +32,19 @@ const INSTANCE_VIEW_QUERY = `
 
 function toInstanceView (row: Record<string, any>): InstanceView {
   const { generation: _generation, activeVmmId: _activeVmmId, ...instance } = toInstance(row)
+  const vmm = row.vmm_id === null
+    ? null
+    : { id: row.vmm_id, hostId: row.vmm_host_id, state: row.vmm_state, reason: row.vmm_reason, exit: row.vmm_exit }
   return {
     ...instance,
-    vmm: row.vmm_id === null
-      ? null
-      : { id: row.vmm_id, hostId: row.vmm_host_id, state: row.vmm_state, reason: row.vmm_reason, exit: row.vmm_exit },
-    operation: row.operation === null ? null : operationFromJson(row.operation)
+    vmm,
+    operation: row.operation === null ? null : operationFromJson(row.operation),
+    conditions: conditionsOf({
+      state: instance.state,
+      lastError: instance.lastError,
+      vmm: vmm === null ? null : { state: vmm.state, unresponsiveSince: row.vmm_unresponsive_since },
+      host: vmm === null ? null : { id: vmm.hostId, status: row.host_status, statusSince: row.host_status_since }
+    })
   }
 }
 
@@ -44,7 +54,7 @@ function operationFromJson (json: Record<string, any>): Operation {
   return { ...op, startedAt: new Date(op.startedAt).toISOString(), finishedAt: op.finishedAt === null ? null : new Date(op.finishedAt).toISOString() }
 }
 
-/** A cursor is the position (insertion order) of the last instance of the previous page. */
+/** A cursor is the position (insertion order) of the last row of the previous page. */
 function encodeCursor (seq: number): string {
   return Buffer.from(String(seq)).toString('base64url')
 }
@@ -75,6 +85,24 @@ export function createInstancesRepository (db: Pool) {
       const page = rows.slice(0, options.limit)
       const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
       return { items: page.map(toInstanceView), nextCursor }
+    },
+
+    /** An instance's history, newest first; `null` when the instance does not exist. */
+    async listEvents (instanceId: string, options: { limit: number, cursor?: string }) {
+      const before = options.cursor === undefined ? Number.MAX_SAFE_INTEGER : decodeCursor(options.cursor)
+      const [exists, { rows }] = await Promise.all([
+        db.query('SELECT 1 FROM instances WHERE id = $1', [instanceId]),
+        db.query(
+          `SELECT ${EVENT_COLUMNS}, e.seq FROM instance_events e
+            WHERE e.instance_id = $1 AND e.seq < $2
+            ORDER BY e.seq DESC LIMIT $3`,
+          [instanceId, before, options.limit + 1]
+        )
+      ])
+      if (exists.rowCount === 0) return null
+      const page = rows.slice(0, options.limit)
+      const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
+      return { items: page.map(toEvent), nextCursor }
     },
 
     async findOperation (id: string): Promise<Operation | null> {

@@ -8,10 +8,10 @@
  */
 import { Client, Connection } from '@temporalio/client'
 import type { HostAnnouncement } from '../../domain/host.js'
-import { hostWorkflowId, instanceWorkflowId } from '../../domain/ids.js'
+import { hostWorkflowId } from '../../domain/ids.js'
 import type { VmmReport } from '../../domain/vmm.js'
-import { hostHeartbeatSignal, vmmReportSignal, WORKFLOW_TYPES, type ApplyReportsInput, type MonitorHostInput } from '../../workflows/definitions.js'
-import { HostIdKey, InstanceIdKey, OperationKey } from '../../workflows/search-attributes.js'
+import { hostHeartbeatSignal, reportDelivery, WORKFLOW_TYPES, type MonitorHostInput } from '../../workflows/definitions.js'
+import { HostIdKey } from '../../workflows/search-attributes.js'
 
 const CALL_TIMEOUT_MS = 10_000
 
@@ -31,19 +31,7 @@ export class TemporalGateway {
   }
 
   async sendReport (report: VmmReport): Promise<void> {
-    const args: [ApplyReportsInput] = [{ instanceId: report.instanceId }]
-    await this.#withDeadline(() => this.#client.workflow.signalWithStart(WORKFLOW_TYPES.reports, {
-      workflowId: instanceWorkflowId(report.instanceId),
-      taskQueue: this.settings.taskQueue,
-      args,
-      signal: vmmReportSignal,
-      signalArgs: [report],
-      typedSearchAttributes: [
-        { key: InstanceIdKey, value: report.instanceId },
-        { key: HostIdKey, value: report.hostId },
-        { key: OperationKey, value: 'reports' }
-      ]
-    }))
+    await this.#withDeadline(() => this.#client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(report, this.settings.taskQueue)))
   }
 
   async sendHeartbeat (announcement: HostAnnouncement): Promise<void> {

@@ -14,6 +14,7 @@ export interface InstanceBody {
   vmm: { id: string, hostId: string, state: string, reason: string | null, exit: unknown } | null
   operation: { id: string, kind: string, status: string } | null
   lastError: { code: string, message: string } | null
+  conditions: Array<{ type: string, since: string, message: string }>
   [key: string]: unknown
 }
 
@@ -47,4 +48,24 @@ export async function vmmProcesses (stack: TestStack, vmm: { id: string, hostId:
   const host = stack.info.hosts.find((h) => h.id === vmm.hostId)
   if (host === undefined) throw new Error(`the stack has no host ${vmm.hostId}`)
   return await findVmmProcesses(join(host.stateDir, 'vmms', vmm.id))
+}
+
+export interface EventBody {
+  kind: string
+  state: string | null
+  message: string
+  details: Record<string, unknown> | null
+}
+
+/** The instance's events, oldest first (the API answers newest first). */
+export async function eventsOf (stack: TestStack, id: string): Promise<EventBody[]> {
+  const { body } = await api(stack).get<{ items: EventBody[] }>(`/v1/instances/${id}/events?limit=500`)
+  return body.items.reverse()
+}
+
+/** Creates an instance with these simulator directives and waits until it runs. */
+export async function runningInstance (stack: TestStack, name: string, cmdline = ''): Promise<InstanceBody> {
+  const created = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', newInstance(name, cmdline))
+  if (created.status !== 202) throw new Error(`POST /v1/instances answered ${created.status}: ${JSON.stringify(created.body)}`)
+  return await waitForState(stack, created.body.instance.id, 'running')
 }

@@ -1,0 +1,88 @@
+/**
+ * Fencing a host an operator declared lost (I6).
+ *
+ * Declaring a host lost is the one way a VMM whose process nobody can see ends: every VMM of
+ * the host that is not confirmed gone becomes `lost` (terminal), its reservation is released,
+ * and each instance that had one is told, so its execution settles it (a stop in progress
+ * completes; a running instance fails with `HostLost`; a new start may proceed at once).
+ *
+ * A lost host stays lost. Should its agent be heard from again, every lost VMM on it is
+ * destroyed through the agent before anything else, and recorded fenced; only once none is left
+ * unfenced may an operator re-admit the host.
+ */
+import { activityInfo, getClient } from '@temporalio/activity'
+import { inTransaction, type Pool } from '../db/pool.js'
+import { VMM_COLUMNS, toVmm } from '../db/rows.js'
+import type { VmmRecord, VmmReport } from '../domain/vmm.js'
+import { reportDelivery, WORKFLOW_TYPES } from '../workflows/definitions.js'
+import { onAgent } from './host-agent-calls.js'
+import type { HostAgentClient } from './host-agent-client.js'
+
+const LOST_REASON = 'host declared lost by an operator; VMM fenced'
+
+async function markHostLost (pool: Pool, hostId: string): Promise<VmmRecord[]> {
+  return await inTransaction(pool, async (tx) => {
+    await tx.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1 AND status <> 'lost'", [hostId])
+    const { rows } = await tx.query(
+      `UPDATE vmms v SET state = 'lost', reason = $2, destroyed_at = now(), updated_at = now()
+        WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')
+        RETURNING ${VMM_COLUMNS}`,
+      [hostId, LOST_REASON]
+    )
+    await tx.query('DELETE FROM reservations WHERE host_id = $1', [hostId])
+    return rows.map(toVmm)
+  })
+}
+
+function lostReport (vmm: VmmRecord): VmmReport {
+  return {
+    vmmId: vmm.id,
+    instanceId: vmm.instanceId,
+    hostId: vmm.hostId,
+    state: 'lost',
+    generation: vmm.generation + 1,
+    observedAt: new Date().toISOString(),
+    reason: LOST_REASON,
+    exit: null,
+    unresponsiveSince: null
+  }
+}
+
+export function createHostFencing (pool: Pool, agentClient: HostAgentClient) {
+  return {
+    /**
+     * Marks the host and its live VMMs lost, and tells every instance that had one except
+     * `byInstanceId` (whose execution asked and takes the answer). Returns the VMMs it fenced.
+     */
+    async declareHostLost (hostId: string, byInstanceId: string | null): Promise<VmmRecord[]> {
+      const lost = await markHostLost(pool, hostId)
+      const client = getClient()
+      const { taskQueue } = activityInfo()
+      for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
+        await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(lostReport(vmm), taskQueue))
+      }
+      return lost
+    },
+
+    /** Destroys, through the returned agent, every lost VMM of the host not yet fenced. */
+    async fenceLostVmms (hostId: string): Promise<number> {
+      const { rows } = await pool.query("SELECT id FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL", [hostId])
+      for (const { id } of rows) {
+        await onAgent(pool, hostId, (agentUrl) => agentClient.destroyVmm(agentUrl, id))
+        await pool.query('UPDATE vmms SET fenced_at = now() WHERE id = $1', [id])
+      }
+      return rows.length
+    },
+
+    /** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced. */
+    async readmitHost (hostId: string): Promise<boolean> {
+      const { rowCount } = await pool.query(
+        `UPDATE hosts SET status = 'active', status_since = now()
+          WHERE id = $1 AND status = 'lost'
+            AND NOT EXISTS (SELECT 1 FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL)`,
+        [hostId]
+      )
+      return rowCount === 1
+    }
+  }
+}
