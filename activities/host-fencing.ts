@@ -10,7 +10,7 @@
  * destroyed through the agent before anything else, and recorded fenced; only once none is left
  * unfenced may an operator re-admit the host.
  */
-import { activityInfo, getClient } from '@temporalio/activity'
+import { activityInfo, getClient, heartbeat } from '@temporalio/activity'
 import { inTransaction, type Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
 import type { VmmRecord, VmmReport } from '../domain/vmm.js'
@@ -60,6 +60,7 @@ export function createHostFencing (pool: Pool, agentClient: HostAgentClient) {
       const { taskQueue } = activityInfo()
       for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
         await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(lostReport(vmm), taskQueue))
+        heartbeat()
       }
       return lost
     },

@@ -60,7 +60,8 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     onChange: (vmm) => { outbox.notify(vmm) }
   })
   await supervisor.start()
-  outbox.resendAll(supervisor.all())
+  // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
+  outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
 
   const startedAt = new Date().toISOString()
   const app = await buildAgentApp(config.token, log, {

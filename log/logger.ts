@@ -13,5 +13,5 @@ export type { Logger }
 export function createLogger (config: LogConfig, component: string, bindings: Record<string, string> = {}): Logger {
   const options = { level: config.level, base: { component, ...bindings } }
   if (!config.pretty) return pino(options)
-  return pino(options, pretty({ colorize: process.stdout.isTTY, ignore: 'pid,hostname,component', translateTime: 'HH:MM:ss.l', sync: true }))
+  return pino(options, pretty({ colorize: process.stdout.isTTY, ignore: 'pid,hostname,component', translateTime: 'HH:MM:ss.l', singleLine: true, sync: true }))
 }

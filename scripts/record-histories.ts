@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Client, Connection } from '@temporalio/client'
 import { instanceWorkflowId, hostWorkflowId } from '../domain/ids.js'
+import { forceStopSignal } from '../workflows/definitions.js'
 import { readStackFile } from './dev-stack/stack-file.js'
 import { stackPaths } from './dev-stack/data-dir.js'
 import { waitFor } from './dev-stack/wait.js'
@@ -88,10 +89,18 @@ const poweroff = await create(`replay-poweroff-${suffix}`, 'sim.poweroff_ms=300'
 ids.push(poweroff)
 await settled(poweroff, 'stopped')
 
-// `temporal workflow show --output json` writes the JSON form the SDK's replayer reads.
-const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
 const connection = await Connection.connect({ address: info.temporalAddress })
 const client = new Client({ connection, namespace: info.namespace })
+// an operator's forceStop cutting a long stop short
+const forced = await create(`replay-forced-${suffix}`, 'sim.ignore_power_button')
+ids.push(forced)
+await call('POST', `/v1/instances/${forced}/stop`, { graceSeconds: 600 })
+await new Promise((resolve) => setTimeout(resolve, 500))
+await client.workflow.getHandle(instanceWorkflowId(forced)).signal(forceStopSignal, { reason: 'replay' })
+await settled(forced, 'stopped')
+
+// `temporal workflow show --output json` writes the JSON form the SDK's replayer reads.
+const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
 let saved = 0
 const workflowIds = [...ids.map(instanceWorkflowId), ...info.hosts.map((h) => hostWorkflowId(h.id))]
 for (const workflowId of workflowIds) {

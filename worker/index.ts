@@ -36,7 +36,7 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
       workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
       // A worker that dies holds its cached workflows' next tasks on its sticky queue until this
       // expires; short, so a stop in flight goes on at another worker within the stop's bound.
-      stickyQueueScheduleToStartTimeout: '2 seconds',
+      stickyQueueScheduleToStartTimeout: '1 second',
       activities: createActivities({
         pool,
         agentToken: config.agentToken,

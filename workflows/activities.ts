@@ -10,10 +10,11 @@ import type { Activities } from '../activities/index.js'
 import { NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 
 /**
- * PostgreSQL: short calls, retried quickly, forever. A short timeout matters when a worker dies
- * holding one: its retry waits for the timeout.
+ * PostgreSQL: short calls, run as local activities (in the worker, recorded with the workflow
+ * task that asked for them: no round trip through the server to schedule and dispatch each),
+ * retried quickly, forever.
  */
-export const records = proxyActivities<Activities>({
+export const records = proxyLocalActivities<Activities>({
   startToCloseTimeout: '5 seconds',
   retry: {
     initialInterval: '200 milliseconds',
@@ -24,17 +25,19 @@ export const records = proxyActivities<Activities>({
 })
 
 /**
- * Host agents: each call bounded by the client's timeout, retried with backoff, forever. The
- * activities heartbeat while they wait for the agent, so a worker that dies holding one is noticed
- * within the heartbeat timeout, not the call's.
+ * Calls that leave the worker for host agents (or, to fence a host, for Temporal itself): each
+ * bounded by its client's timeout, retried with backoff, forever. The activities heartbeat while
+ * they wait, so a worker that dies holding one is noticed within the heartbeat timeout.
  */
 export const agents = proxyActivities<Activities>({
   startToCloseTimeout: '20 seconds',
-  heartbeatTimeout: '3 seconds',
+  heartbeatTimeout: '2 seconds',
+  // An agent that restarts is back within a second or two; a stop waiting on it should not
+  // wait much longer. A host that stays away costs a refused connection every 2 s.
   retry: {
-    initialInterval: '500 milliseconds',
-    backoffCoefficient: 2,
-    maximumInterval: '10 seconds',
+    initialInterval: '200 milliseconds',
+    backoffCoefficient: 1.5,
+    maximumInterval: '2 seconds',
     nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_CLASSES]
   }
 })

@@ -24,6 +24,12 @@ export const WORKFLOW_TYPES = {
   host: 'monitorHost'
 } as const satisfies Record<OperationKind | 'reports' | 'host', string>
 
+/**
+ * Every starter of an instance or host workflow sets this: a worker that dies holding a workflow
+ * task gives it back within this time (Temporal's default is 10 s, too long for a stop's bound).
+ */
+export const WORKFLOW_TASK_TIMEOUT = '3 seconds'
+
 export interface OperationRequestBase {
   operationId: string
   instanceId: string
@@ -85,6 +91,7 @@ export function reportDelivery (report: VmmReport, taskQueue: string) {
   return {
     workflowId: instanceWorkflowId(report.instanceId),
     taskQueue,
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
     args,
     signal: vmmReportSignal,
     signalArgs: [report] as [VmmReport],

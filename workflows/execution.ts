@@ -43,7 +43,7 @@ import type { Instance, InstanceError } from '../domain/instance.js'
 import { outcomeOfVmmEnd } from '../domain/instance-rules.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import { records, settings } from './activities.js'
+import { agents, records, settings } from './activities.js'
 import {
   WORKFLOW_TYPES,
   declareHostLostSignal,
@@ -113,7 +113,7 @@ export class InstanceExecution {
       })
     })
     setHandler(declareHostLostSignal, async ({ hostId }) => {
-      const lost = await CancellationScope.nonCancellable(() => records.declareHostLost(hostId, instanceId))
+      const lost = await CancellationScope.nonCancellable(() => agents.declareHostLost(hostId, instanceId))
       for (const vmm of lost) this.remember(vmm)
     })
     setHandler(stateQuery, () => ({

@@ -35,7 +35,7 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
     const woken = reachable ? await condition(wake, hostUnreachableAfterMs) : await condition(wake).then(() => true)
     const action: 'lost' | 'readmit' | null = operatorAction
     operatorAction = null
-    if (action === 'lost') await records.declareHostLost(input.hostId, null)
+    if (action === 'lost') await agents.declareHostLost(input.hostId, null)
     if (action === 'readmit') await records.readmitHost(input.hostId)
     if (!woken) {
       reachable = false

@@ -28,6 +28,7 @@ import { instanceWorkflowId } from '../../domain/ids.js'
 import { verdictFor } from '../../domain/instance-rules.js'
 import type { OperationKind } from '../../domain/operation.js'
 import {
+  WORKFLOW_TASK_TIMEOUT,
   WORKFLOW_TYPES,
   haltRequestedSignal,
   operationRequestedSignal,
@@ -81,6 +82,7 @@ export function createInstanceRequests (deps: Dependencies) {
     return {
       workflowId: instanceWorkflowId(request.instanceId),
       taskQueue: deps.taskQueue,
+      workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
       args: [request],
       typedSearchAttributes: [
         { key: InstanceIdKey, value: request.instanceId },

@@ -54,8 +54,7 @@ export class VmmProcess {
   /** Watches a process an earlier agent started; the caller checked that it runs. */
   static adopt (identity: ProcessIdentity, pollMs: number): VmmProcess {
     const vmmProcess = new VmmProcess(identity.pid, identity.startTime, null)
-    vmmProcess.#pollTimer = setInterval(() => { vmmProcess.#poll() }, pollMs)
-    vmmProcess.#pollTimer.unref()
+    vmmProcess.#pollEvery(pollMs)
     return vmmProcess
   }
 
@@ -72,10 +71,12 @@ export class VmmProcess {
     if (this.child === null && this.startTime === null) return false
     try {
       process.kill(-this.pid, 'SIGKILL')
-      return true
     } catch {
       return false
     }
+    // An adopted process's end is seen only by polling: look often now that it is due.
+    if (this.child === null) this.#pollEvery(KILL_POLL_MS)
+    return true
   }
 
   /** Waits for the exit, at most `timeoutMs`; null if the process still runs then. */
@@ -96,6 +97,12 @@ export class VmmProcess {
   release (): void {
     if (this.#pollTimer !== null) clearInterval(this.#pollTimer)
     this.#pollTimer = null
+  }
+
+  #pollEvery (ms: number): void {
+    this.release()
+    this.#pollTimer = setInterval(() => { this.#poll() }, ms)
+    this.#pollTimer.unref()
   }
 
   #poll (): void {

@@ -6,8 +6,9 @@
  * The outbox has no storage of its own: the records are the outbox. A VMM needs a report while
  * its `generation` (bumped and persisted with every change) is ahead of its
  * `reportedGeneration` (persisted once Temporal accepted a report of that generation). Whatever
- * happens to the agent, the gap survives on disk, and a restarted agent simply sends every VMM's
- * current state again (the control plane drops reports whose generation it has already seen).
+ * happens to the agent, the gap survives on disk, and a restarted agent simply sends the current
+ * state of every live VMM again, and every report not yet accepted (the control plane drops
+ * reports whose generation it has already seen).
  *
  * A report always carries the VMM's state at the moment it is sent, not the change that caused
  * it, so a burst of changes collapses into one report. One report per VMM is in flight at a

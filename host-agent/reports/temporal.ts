@@ -10,7 +10,7 @@ import { Client, Connection } from '@temporalio/client'
 import type { HostAnnouncement } from '../../domain/host.js'
 import { hostWorkflowId } from '../../domain/ids.js'
 import type { VmmReport } from '../../domain/vmm.js'
-import { hostHeartbeatSignal, reportDelivery, WORKFLOW_TYPES, type MonitorHostInput } from '../../workflows/definitions.js'
+import { hostHeartbeatSignal, reportDelivery, WORKFLOW_TASK_TIMEOUT, WORKFLOW_TYPES, type MonitorHostInput } from '../../workflows/definitions.js'
 import { HostIdKey } from '../../workflows/search-attributes.js'
 
 const CALL_TIMEOUT_MS = 10_000
@@ -39,6 +39,7 @@ export class TemporalGateway {
     await this.#withDeadline(() => this.#client.workflow.signalWithStart(WORKFLOW_TYPES.host, {
       workflowId: hostWorkflowId(announcement.hostId),
       taskQueue: this.settings.taskQueue,
+      workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
       args,
       signal: hostHeartbeatSignal,
       signalArgs: [announcement],

@@ -16,7 +16,8 @@
  * found, a VMM that never got past `starting` is spawned again, and any other is recorded as
  * ended with what its event file says. VMM processes of this agent's making that no record owns
  * are killed; one whose record exists but cannot be read is left alone and logged, since nobody
- * can tell what it is. Every VMM's current state is then reported again.
+ * can tell what it is. The current state of every live VMM, and every report not yet accepted,
+ * is then reported again.
  *
  * Terminal records stay as tombstones for a day once their last report was accepted, then are
  * removed with their directory.

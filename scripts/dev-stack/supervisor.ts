@@ -4,8 +4,8 @@
  * Each component is one child process, started in a process group of its own: a Ctrl-C on the
  * terminal then reaches the stack alone, which stops the components in order (clients before
  * servers) instead of all at once. A process that exits while the stack is not stopping is
- * logged with its exit code or signal and started again after a delay: 1 s, doubling with each
- * quick failure up to 10 s, back to 1 s once it had stayed up for 30 s. `run/<name>.pid` always
+ * logged with its exit code or signal and started again after a delay: 250 ms, doubling with each
+ * quick failure up to 10 s, back to 250 ms once it had stayed up for 30 s. `run/<name>.pid` always
  * holds the PID of the process running now (see pid-files.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -26,7 +26,8 @@ export interface ComponentSpec {
   stopSignal?: NodeJS.Signals
 }
 
-const FIRST_RESTART_DELAY_MS = 1000
+// Quick the first time, as service managers are: a stop in flight waits for a killed worker.
+const FIRST_RESTART_DELAY_MS = 250
 const MAX_RESTART_DELAY_MS = 10_000
 const STABLE_UPTIME_MS = 30_000
 /** How long a component may take to stop before it is killed. */

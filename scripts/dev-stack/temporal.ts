@@ -47,6 +47,9 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
     // crash-safe for the database (the last transactions may be lost on a power cut, not the file).
     '--sqlite-pragma', 'journal_mode=WAL',
     '--sqlite-pragma', 'synchronous=NORMAL',
+    // A worker that schedules an activity on its own task queue gets it back in the reply to
+    // its workflow task, not through a separate poll (what the TS SDK's own CI runs with).
+    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
     ...SEARCH_ATTRIBUTE_KEYS.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`])
   ]
   if (config.namespace !== 'default') args.push('--namespace', config.namespace)

@@ -1,8 +1,8 @@
 /**
  * Reports and heartbeats reach a real Temporal server by signalWithStart, on the workflow IDs,
  * types and search attributes of the control plane's contract; they are retried while Temporal
- * is down, without holding up the HTTP API or a stop; and a restarted agent sends every VMM's
- * state again. Nothing processes the workflows: the test reads the signals from their histories.
+ * is down, without holding up the HTTP API or a stop; and a restarted agent sends every live
+ * VMM's state again. Nothing processes the workflows: the test reads the signals from their histories.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -103,13 +103,18 @@ describe('reports to Temporal', () => {
     assert.deepEqual(report.exit, destroyed.exit)
   })
 
-  it('a restarted agent sends every VMM\'s current state again', async () => {
-    const before = (await reports(body.instanceId)).filter((r) => r.state === 'destroyed').length
+  it("a restarted agent sends every live VMM's current state again", async () => {
+    const live = { id: newVmmId(), body: ensureBody() as { instanceId: string } }
+    await agent.request('PUT', `/v1/vmms/${live.id}`, live.body)
+    await agent.waitForState(live.id, 'running')
+    await waitForReport(live.body.instanceId, 'running', (r) => r.state === 'running')
+    const before = (await reports(live.body.instanceId)).filter((r) => r.state === 'running').length
     await agent.kill('SIGKILL')
     await agent.start()
-    await waitFor('the destroyed state reported again', async () => {
-      const count = (await reports(body.instanceId)).filter((r) => r.state === 'destroyed').length
+    await waitFor('the running state reported again', async () => {
+      const count = (await reports(live.body.instanceId)).filter((r) => r.state === 'running').length
       return count > before ? count : null
     }, { timeoutMs: 20_000, intervalMs: 200 })
+    await agent.request('DELETE', `/v1/vmms/${live.id}`)
   })
 })
