@@ -11,7 +11,7 @@ import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js
 import type { VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from './host-agent-client.js'
-import { agentUrlOf } from './host-records.js'
+import { agentUrlOf, noteContactFailed, noteContactWorked } from './host-records.js'
 
 export interface VmmTarget {
   hostId: string
@@ -33,17 +33,21 @@ export interface PowerButtonInput extends VmmTarget {
 const HEARTBEAT_EVERY_MS = 1000
 
 /**
- * Calls a host's agent, heartbeating while it waits; failures leave as Temporal failures typed
- * by their error class.
+ * Calls a host's agent, heartbeating while it waits, and keeps track of whether the host can be
+ * reached (host-records.ts); failures leave as Temporal failures typed by their error class.
  */
-export async function onAgent<T> (pool: Pool, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
-  const agentUrl = await agentUrlOf(pool, hostId)
+export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
+  const agentUrl = await agentUrlOf(deps.pool, hostId)
   if (agentUrl === null) throw ApplicationFailure.nonRetryable(`host ${hostId} is not registered`, 'InvalidRequest')
   const beating = setInterval(() => { heartbeat() }, HEARTBEAT_EVERY_MS)
   try {
-    return await call(agentUrl)
+    const answer = await call(agentUrl)
+    await noteContactWorked(deps.pool, hostId)
+    return answer
   } catch (err) {
     if (!(err instanceof HostAgentError)) throw err
+    if (err.errorClass === 'HostUnreachable') await noteContactFailed(deps.pool, hostId, deps.unreachableAfterMs)
+    else await noteContactWorked(deps.pool, hostId)
     throw ApplicationFailure.create({
       type: err.errorClass,
       message: err.message,
@@ -54,10 +58,17 @@ export async function onAgent<T> (pool: Pool, hostId: string, call: (agentUrl: s
   }
 }
 
-export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
+export interface AgentCallDependencies {
+  pool: Pool
+  client: HostAgentClient
+  unreachableAfterMs: number
+}
+
+export function createHostAgentCalls (deps: AgentCallDependencies) {
+  const { client } = deps
   return {
     async ensureVmm (input: EnsureVmmInput): Promise<VmmReport> {
-      const view = await onAgent(pool, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
+      const view = await onAgent(deps, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
         spec: input.spec
@@ -66,17 +77,17 @@ export function createHostAgentCalls (pool: Pool, client: HostAgentClient) {
     },
 
     async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
-      const view = await onAgent(pool, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
       return toReport(view, input.hostId)
     },
 
     async rebootVmm (input: VmmTarget): Promise<VmmReport> {
-      return toReport(await onAgent(pool, input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
+      return toReport(await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
     },
 
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
     async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
-      const view = await onAgent(pool, input.hostId, (url) => client.destroyVmm(url, input.vmmId))
+      const view = await onAgent(deps, input.hostId, (url) => client.destroyVmm(url, input.vmmId))
       return view === null ? null : toReport(view, input.hostId)
     }
   }

@@ -15,8 +15,7 @@ import { inTransaction, type Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
 import type { VmmRecord, VmmReport } from '../domain/vmm.js'
 import { reportDelivery, WORKFLOW_TYPES } from '../workflows/definitions.js'
-import { onAgent } from './host-agent-calls.js'
-import type { HostAgentClient } from './host-agent-client.js'
+import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
 const LOST_REASON = 'host declared lost by an operator; VMM fenced'
 
@@ -48,7 +47,8 @@ function lostReport (vmm: VmmRecord): VmmReport {
   }
 }
 
-export function createHostFencing (pool: Pool, agentClient: HostAgentClient) {
+export function createHostFencing (deps: AgentCallDependencies) {
+  const { pool, client: agentClient } = deps
   return {
     /**
      * Marks the host and its live VMMs lost, and tells every instance that had one except
@@ -69,7 +69,7 @@ export function createHostFencing (pool: Pool, agentClient: HostAgentClient) {
     async fenceLostVmms (hostId: string): Promise<number> {
       const { rows } = await pool.query("SELECT id FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL", [hostId])
       for (const { id } of rows) {
-        await onAgent(pool, hostId, (agentUrl) => agentClient.destroyVmm(agentUrl, id))
+        await onAgent(deps, hostId, (agentUrl) => agentClient.destroyVmm(agentUrl, id))
         await pool.query('UPDATE vmms SET fenced_at = now() WHERE id = $1', [id])
       }
       return rows.length

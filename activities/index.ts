@@ -4,6 +4,7 @@
  */
 import type { Pool } from '../db/pool.js'
 import type { HostAnnouncement } from '../domain/host.js'
+import type { RestartBackoff } from '../domain/instance-rules.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { HostAgentClient } from './host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
@@ -11,11 +12,11 @@ import { createHostFencing } from './host-fencing.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import { insertInstance } from '../db/instances.js'
 import type { NewInstance } from '../workflows/definitions.js'
-import { loadInstance, recordInstanceChange, type InstanceChange } from './instance-records.js'
+import { appendEvent, loadInstance, recordInstanceChange, type ChangeEvent, type InstanceChange } from './instance-records.js'
 import { applyVmmObservation, placeVmm, type PlacementRequest } from './vmm-records.js'
 
 /** Durations the workflows need; from the worker's configuration, recorded in history. */
-export interface OperationSettings {
+export interface OperationSettings extends RestartBackoff {
   bootTimeoutMs: number
   killBackstopMs: number
   hostUnreachableAfterMs: number
@@ -30,7 +31,11 @@ export interface ActivityDependencies {
 
 export function createActivities (deps: ActivityDependencies) {
   const { pool } = deps
-  const agentClient = new HostAgentClient({ token: deps.agentToken, timeoutMs: deps.agentCallTimeoutMs })
+  const agentCalls = {
+    pool,
+    client: new HostAgentClient({ token: deps.agentToken, timeoutMs: deps.agentCallTimeoutMs }),
+    unreachableAfterMs: deps.settings.hostUnreachableAfterMs
+  }
   return {
     async operationSettings (): Promise<OperationSettings> {
       return deps.settings
@@ -45,6 +50,9 @@ export function createActivities (deps: ActivityDependencies) {
     async recordInstanceChange (change: InstanceChange) {
       return await recordInstanceChange(pool, change)
     },
+    async appendEvent (event: ChangeEvent & { instanceId: string, eventId: string }) {
+      await appendEvent(pool, event)
+    },
     async placeVmm (request: PlacementRequest) {
       return await placeVmm(pool, request)
     },
@@ -57,8 +65,8 @@ export function createActivities (deps: ActivityDependencies) {
     async markHostUnreachable (hostId: string, lastHeardAt: string | null) {
       await markHostUnreachable(pool, hostId, lastHeardAt)
     },
-    ...createHostAgentCalls(pool, agentClient),
-    ...createHostFencing(pool, agentClient)
+    ...createHostAgentCalls(agentCalls),
+    ...createHostFencing(agentCalls)
   }
 }
 

@@ -37,6 +37,8 @@ export interface InstanceFields {
   intendedState?: IntendedState
   activeVmmId?: string | null
   lastError?: InstanceError | null
+  restartAttempts?: number
+  restartAt?: string | null
   /** Marks the instance destroyed and releases what its VMMs still hold. */
   destroyed?: boolean
 }
@@ -100,6 +102,8 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
         active_vmm_id = CASE WHEN $5 THEN $6::uuid ELSE active_vmm_id END,
         last_error = CASE WHEN $7 THEN $8::jsonb ELSE last_error END,
         destroyed_at = CASE WHEN $9 THEN now() ELSE destroyed_at END,
+        restart_attempts = COALESCE($10, restart_attempts),
+        restart_at = CASE WHEN $11 THEN $12::timestamptz ELSE restart_at END,
         generation = generation + 1,
         updated_at = now()
       WHERE id = $1 AND generation = $2
@@ -113,7 +117,10 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
       set.activeVmmId ?? null,
       set.lastError !== undefined,
       set.lastError === undefined || set.lastError === null ? null : JSON.stringify(set.lastError),
-      set.destroyed === true
+      set.destroyed === true,
+      set.restartAttempts ?? null,
+      set.restartAt !== undefined,
+      set.restartAt ?? null
     ]
   )
   if (updated.rowCount === 0) {
@@ -139,6 +146,19 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
       change.message,
       change.details === undefined ? null : JSON.stringify(change.details)
     ]
+  )
+}
+
+/**
+ * Appends an event without changing the instance (a condition that began or ended). The event's
+ * ID is the workflow's, so a retry writes it once.
+ */
+export async function appendEvent (pool: Pool, event: ChangeEvent & { instanceId: string, eventId: string }): Promise<void> {
+  await pool.query(
+    `INSERT INTO instance_events (id, instance_id, kind, state, vmm_id, message, details)
+     SELECT $1, i.id, $3, i.state, $4, $5, $6 FROM instances i WHERE i.id = $2
+     ON CONFLICT (id) DO NOTHING`,
+    [event.eventId, event.instanceId, event.kind, event.vmmId ?? null, event.message, event.details === undefined ? null : JSON.stringify(event.details)]
   )
 }
 

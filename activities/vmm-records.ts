@@ -85,6 +85,7 @@ export async function applyVmmObservation (pool: Pool, report: VmmReport): Promi
       `UPDATE vmms v SET
           state = $3, generation = $2, reason = $4, exit = $5, unresponsive_since = $6,
           destroyed_at = CASE WHEN $7 THEN COALESCE(destroyed_at, now()) END,
+          running_since = CASE WHEN $3 = 'running' THEN COALESCE(running_since, now()) ELSE running_since END,
           updated_at = now()
         WHERE v.id = $1 AND v.generation < $2
           AND v.state NOT IN ('destroyed', 'failed', 'lost')

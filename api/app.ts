@@ -17,7 +17,7 @@ import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
 
-export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'token' | 'defaultStopGraceSeconds'>
+export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'token' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
 
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
@@ -25,7 +25,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(problemDetails)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
   await fastify.register(temporal, { temporal: opts.temporal })
-  await fastify.register(instancesRepository)
+  await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs })
   await fastify.register(instanceRequests, { defaultStopGraceSeconds: opts.defaultStopGraceSeconds })
   await fastify.register(openapi)
   await fastify.register(health)

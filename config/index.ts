@@ -70,6 +70,9 @@ function logConfig (env: Env): LogConfig {
 
 const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
 
+/** Read by the worker (which marks silent hosts) and the API (which shows failing contact). */
+const hostUnreachableSeconds = seconds.default(60)
+
 export function apiConfig (env: Env = process.env) {
   const a = parse(
     z.object({
@@ -77,7 +80,8 @@ export function apiConfig (env: Env = process.env) {
       VMPLANE_API_PORT: port.default(8080),
       VMPLANE_API_TOKEN: z.string().min(16, 'must be at least 16 characters'),
       DATABASE_URL: databaseUrl,
-      VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS)
+      VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS),
+      VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds
     }),
     env
   )
@@ -87,6 +91,7 @@ export function apiConfig (env: Env = process.env) {
     token: a.VMPLANE_API_TOKEN,
     databaseUrl: a.DATABASE_URL,
     defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
+    hostUnreachableAfterMs: a.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }
@@ -101,7 +106,10 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
       VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
-      VMPLANE_HOST_UNREACHABLE_SECONDS: seconds.default(60)
+      VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
+      VMPLANE_RESTART_BACKOFF_SECONDS: seconds.default(10),
+      VMPLANE_RESTART_BACKOFF_MAX_SECONDS: seconds.default(300),
+      VMPLANE_RESTART_RESET_SECONDS: seconds.default(600)
     }),
     env
   )
@@ -118,6 +126,10 @@ export function workerConfig (env: Env = process.env) {
     agentCallTimeoutMs: w.VMPLANE_AGENT_CALL_TIMEOUT_SECONDS * 1000,
     /** How long a host's agent may be silent before the host is shown unreachable. */
     hostUnreachableAfterMs: w.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
+    /** Auto-restart backoff: the first delay, doubling up to the maximum; reset after this long running. */
+    restartBackoffMs: w.VMPLANE_RESTART_BACKOFF_SECONDS * 1000,
+    restartBackoffMaxMs: w.VMPLANE_RESTART_BACKOFF_MAX_SECONDS * 1000,
+    restartResetMs: w.VMPLANE_RESTART_RESET_SECONDS * 1000,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }
@@ -141,7 +153,8 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: seconds.default(5),
       VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5),
       VMPLANE_VMM_PING_SECONDS: seconds.default(10),
-      VMPLANE_REPORT_RETRY_MAX_SECONDS: seconds.default(30)
+      VMPLANE_REPORT_RETRY_MAX_SECONDS: seconds.default(30),
+      VMPLANE_FAULT_INJECTION: flag.default(false)
     }),
     env
   )
@@ -162,6 +175,8 @@ export function agentConfig (env: Env = process.env) {
     vmmPingIntervalMs: a.VMPLANE_VMM_PING_SECONDS * 1000,
     /** The longest wait between two attempts to deliver VMM reports to Temporal. */
     reportRetryMaxMs: a.VMPLANE_REPORT_RETRY_MAX_SECONDS * 1000,
+    /** Tests only: answer 503 or hang as `<stateDir>/fault` says (host-agent/http/fault-injection.ts). */
+    faultInjection: a.VMPLANE_FAULT_INJECTION,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }

@@ -11,7 +11,8 @@ import type { VmmRecord } from '../domain/vmm.js'
 type Row = Record<string, any>
 
 export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy,
-  i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.created_at, i.updated_at, i.destroyed_at`
+  i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.restart_attempts, i.restart_at,
+  i.created_at, i.updated_at, i.destroyed_at`
 
 export function toInstance (row: Row): Instance {
   return {
@@ -27,6 +28,8 @@ export function toInstance (row: Row): Instance {
     activeVmmId: row.active_vmm_id,
     generation: row.generation,
     lastError: row.last_error,
+    restartAttempts: row.restart_attempts,
+    restartAt: row.restart_at,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     destroyedAt: row.destroyed_at
@@ -34,7 +37,7 @@ export function toInstance (row: Row): Instance {
 }
 
 export const VMM_COLUMNS = `v.id, v.instance_id, v.host_id, v.state, v.generation, v.reason, v.exit,
-  v.unresponsive_since, v.created_at, v.updated_at, v.destroyed_at`
+  v.unresponsive_since, v.running_since, v.created_at, v.updated_at, v.destroyed_at`
 
 export function toVmm (row: Row): VmmRecord {
   return {
@@ -46,6 +49,7 @@ export function toVmm (row: Row): VmmRecord {
     reason: row.reason,
     exit: row.exit,
     unresponsiveSince: row.unresponsive_since,
+    runningSince: row.running_since,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     destroyedAt: row.destroyed_at
@@ -84,7 +88,7 @@ export function toEvent (row: Row): InstanceEvent {
   }
 }
 
-export const HOST_COLUMNS = `h.id, h.agent_url, h.vcpus, h.memory_mib, h.status, h.status_since, h.last_heartbeat_at,
+export const HOST_COLUMNS = `h.id, h.agent_url, h.vcpus, h.memory_mib, h.status, h.status_since, h.last_heartbeat_at, h.contact_failing_since,
   COALESCE((SELECT sum(r.vcpus) FROM reservations r WHERE r.host_id = h.id), 0)::int AS reserved_vcpus,
   COALESCE((SELECT sum(r.memory_mib) FROM reservations r WHERE r.host_id = h.id), 0)::int AS reserved_memory_mib`
 
@@ -97,6 +101,7 @@ export function toHost (row: Row): Host {
     status: row.status,
     statusSince: row.status_since,
     lastHeartbeatAt: row.last_heartbeat_at,
+    contactFailingSince: row.contact_failing_since,
     reserved: { vcpus: row.reserved_vcpus, memoryMiB: row.reserved_memory_mib }
   }
 }

@@ -9,7 +9,9 @@ export const EVENT_KINDS = [
   'operation-finished',
   'state-changed',
   'vmm-placed',
-  'vmm-observed'
+  'vmm-observed',
+  /** A condition began or ended: the host unreachable or back, the VMM unresponsive or back. */
+  'condition-changed'
 ] as const
 export type EventKind = (typeof EVENT_KINDS)[number]
 

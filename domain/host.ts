@@ -29,5 +29,7 @@ export interface Host extends HostCapacity {
   status: HostStatus
   statusSince: string
   lastHeartbeatAt: string | null
+  /** Since when calls to the host's agent fail (refused, timing out, 5xx); null while they work. */
+  contactFailingSince: string | null
   reserved: HostCapacity
 }

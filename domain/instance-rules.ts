@@ -2,7 +2,7 @@
  * The rules that turn what a VMM did into what its instance is, and what users may ask for in
  * each state. Pure functions: the workflows and the API both decide from here.
  */
-import type { InstanceError, InstanceState, IntendedState } from './instance.js'
+import type { Instance, InstanceError, InstanceState, IntendedState } from './instance.js'
 import type { OperationKind } from './operation.js'
 import { describeExit, type VmmRecord } from './vmm.js'
 
@@ -56,6 +56,36 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
         message: `VMM ${describeExit(exit)}`
       }
   }
+}
+
+export interface RestartBackoff {
+  /** The first delay; it doubles with each restart in a row. */
+  restartBackoffMs: number
+  restartBackoffMaxMs: number
+  /** A VMM that ran this long before failing starts the count over. */
+  restartResetMs: number
+}
+
+/**
+ * When a failed instance restarts by itself, if it does: only with restart policy `on-failure`,
+ * while the user still wants it running. The delay doubles with each restart in a row, up to the
+ * maximum; a VMM that ran long enough starts the count over; a failure that is not the guest's
+ * fault (its host was declared lost) does not count. A guest that powered itself off is
+ * `stopped`, not failed, and never restarts.
+ */
+export function planRestart (
+  instance: Pick<Instance, 'restartPolicy' | 'intendedState' | 'restartAttempts'>,
+  vmm: Pick<VmmRecord, 'runningSince'>,
+  outcome: InstanceOutcome,
+  backoff: RestartBackoff,
+  now: number
+): { at: number, attempts: number } | null {
+  if (instance.restartPolicy !== 'on-failure' || outcome.state !== 'failed' || instance.intendedState !== 'running') return null
+  const ranLongEnough = vmm.runningSince !== null && now - Date.parse(vmm.runningSince) >= backoff.restartResetMs
+  const attempts = ranLongEnough ? 0 : instance.restartAttempts
+  const delay = Math.min(backoff.restartBackoffMs * 2 ** attempts, backoff.restartBackoffMaxMs)
+  const counts = outcome.error?.code !== 'HostLost'
+  return { at: now + delay, attempts: counts ? attempts + 1 : attempts }
 }
 
 /**

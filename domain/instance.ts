@@ -57,6 +57,10 @@ export interface Instance extends InstanceShape {
   activeVmmId: string | null
   generation: number
   lastError: InstanceError | null
+  /** Restarts in a row of an `on-failure` instance: the exponent of its backoff. */
+  restartAttempts: number
+  /** When the next automatic restart is due, while the instance waits in `failed`. */
+  restartAt: string | null
   createdAt: string
   updatedAt: string
   destroyedAt: string | null

@@ -83,6 +83,8 @@ export interface VmmRecord {
   reason: string | null
   exit: VmmExit | null
   unresponsiveSince: string | null
+  /** When the VMM first reported running. */
+  runningSince: string | null
   createdAt: string
   updatedAt: string
   destroyedAt: string | null

@@ -64,7 +64,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
 
   const startedAt = new Date().toISOString()
-  const app = await buildAgentApp(config.token, log, {
+  const app = await buildAgentApp({ token: config.token, faultsFrom: config.faultInjection ? config.stateDir : null }, log, {
     supervisor,
     health: { status: 'ok', hostId: config.hostId, startedAt }
   })

@@ -44,7 +44,10 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
         settings: {
           bootTimeoutMs: config.bootTimeoutMs,
           killBackstopMs: config.killBackstopMs,
-          hostUnreachableAfterMs: config.hostUnreachableAfterMs
+          hostUnreachableAfterMs: config.hostUnreachableAfterMs,
+          restartBackoffMs: config.restartBackoffMs,
+          restartBackoffMaxMs: config.restartBackoffMaxMs,
+          restartResetMs: config.restartResetMs
         }
       })
     })

@@ -53,6 +53,8 @@ export interface CreateRequest extends OperationRequestBase {
 
 export interface StartRequest extends OperationRequestBase {
   kind: 'start'
+  /** Set when the instance restarts by itself (restart policy `on-failure`): which attempt. */
+  automaticAttempt?: number
 }
 
 export interface RebootRequest extends OperationRequestBase {

@@ -40,7 +40,7 @@ import {
 import type { ChangeEvent, InstanceChange, InstanceFields, InstanceSnapshot } from '../activities/instance-records.js'
 import type { OperationSettings } from '../activities/index.js'
 import type { Instance, InstanceError } from '../domain/instance.js'
-import { outcomeOfVmmEnd } from '../domain/instance-rules.js'
+import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents, records, settings } from './activities.js'
@@ -57,6 +57,7 @@ import {
   type RebootRequest,
   type StartRequest
 } from './definitions.js'
+import { awaitRestart } from './auto-restart.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 
 export type OperationBody<R extends OperationRequest = OperationRequest> = (x: InstanceExecution, request: R) => Promise<void>
@@ -233,8 +234,22 @@ export class InstanceExecution {
   /** Applies an agent's answer exactly like a report, and waits until it is recorded. */
   async observe (report: VmmReport | null): Promise<void> {
     if (report === null) return
+    const before = this.vmms.get(report.vmmId)?.unresponsiveSince ?? null
     const result = await CancellationScope.nonCancellable(() => records.applyVmmObservation(report))
-    if (result.vmm !== null) this.remember(result.vmm)
+    if (result.vmm === null) return
+    this.remember(result.vmm)
+    if (result.applied) await this.noteUnresponsiveness(before, result.vmm)
+  }
+
+  /** Tells the instance's events when its VMM's API stops or starts answering again. */
+  private async noteUnresponsiveness (before: string | null, vmm: VmmRecord): Promise<void> {
+    const after = vmm.unresponsiveSince
+    if ((before === null) === (after === null) || vmm.id !== this.snapshot?.instance.activeVmmId || isTerminalVmmState(vmm.state)) return
+    const message = after !== null
+      ? `VMM API unresponsive since ${after}; its process lives, and the state is unchanged`
+      : 'VMM API answers again'
+    const eventId = uuid4()
+    await CancellationScope.nonCancellable(() => records.appendEvent({ eventId, instanceId: this.instanceId, kind: 'condition-changed', vmmId: vmm.id, message }))
   }
 
   /** Takes in a VMM record newer than (or as new as) the one known. */
@@ -320,6 +335,7 @@ export class InstanceExecution {
    */
   private async finish (): Promise<void> {
     const runsHalts = (): boolean => this.halts.length > 0 && (this.preempted || this.first?.kind === 'stop' || this.first?.kind === 'delete')
+    let restart: StartRequest | null = null
     for (;;) {
       await condition(() => this.reportsApplied() || runsHalts())
       if (this.halts.length > 0 && this.handoff !== null) {
@@ -332,7 +348,11 @@ export class InstanceExecution {
         continue
       }
       await this.settle()
-      if (this.reportsApplied()) break
+      if (!this.reportsApplied()) continue
+      if (this.halts.length > 0 || this.handoff !== null || this.instance.state !== 'failed') break
+      // A failed instance waiting to restart by itself (auto-restart.ts).
+      restart = await awaitRestart(this.instance, () => !this.reportsApplied() || this.halts.length > 0 || this.handoff !== null)
+      if (restart !== null || this.instance.restartAt === null) break
     }
     await condition(allHandlersFinished)
     for (const request of this.refusedHandoffs.splice(0)) {
@@ -342,6 +362,7 @@ export class InstanceExecution {
     const [halt, ...others] = this.halts
     if (halt !== undefined) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[halt.kind] })(halt, ...others)
     if (this.handoff !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[this.handoff.kind] })(this.handoff)
+    if (restart !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES.start })(restart)
   }
 
   /**
@@ -355,12 +376,20 @@ export class InstanceExecution {
     if (vmm === null || state === 'destroyed' || state === 'stopped' || state === 'failed') return
     if (isTerminalVmmState(vmm.state)) {
       const outcome = outcomeOfVmmEnd(vmm)
+      const restart = planRestart(this.instance, vmm, outcome, this.settings, Date.now())
       await this.change({
         kind: 'state-changed',
-        message: outcome.message,
+        message: restart === null
+          ? outcome.message
+          : `${outcome.message}; restarting in ${Math.round((restart.at - Date.now()) / 1000)} s (restart policy on-failure, attempt ${restart.attempts})`,
         vmmId: vmm.id,
         details: { exit: vmm.exit, reason: vmm.reason },
-        set: { state: outcome.state, intendedState: outcome.intendedState, lastError: outcome.error }
+        set: {
+          state: outcome.state,
+          intendedState: outcome.intendedState,
+          lastError: outcome.error,
+          ...(restart === null ? {} : { restartAt: new Date(restart.at).toISOString(), restartAttempts: restart.attempts })
+        }
       })
     } else if (vmm.state === 'running' && state !== 'running') {
       await this.change({ kind: 'state-changed', message: 'VMM reported running', vmmId: vmm.id, set: { state: 'running' } })

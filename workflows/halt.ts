@@ -43,7 +43,7 @@ export async function halt (x: InstanceExecution): Promise<void> {
     details: { graceful: end.error === null, ...(end.error === null ? {} : { reason: end.error.code }) },
     set: deleting
       ? { state: 'destroyed', intendedState: 'destroyed', destroyed: true }
-      : { state: 'stopped', intendedState: 'stopped', ...(end.error === null ? {} : { lastError: end.error }) }
+      : { state: 'stopped', intendedState: 'stopped', restartAt: null, ...(end.error === null ? {} : { lastError: end.error }) }
   })
   for (const request of x.halts) {
     await x.change({ kind: 'operation-finished', message: `${request.kind} done`, operation: { request, status: 'succeeded' } })

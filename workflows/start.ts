@@ -25,8 +25,10 @@ export const start: OperationBody<StartRequest> = async (x, request) => {
   }
   await x.change({
     kind: 'operation-started',
-    message: 'start requested',
-    set: { state: 'starting', intendedState: 'running' },
+    message: request.automaticAttempt === undefined
+      ? 'start requested'
+      : `restarting by itself (restart policy on-failure, attempt ${request.automaticAttempt})`,
+    set: { state: 'starting', intendedState: 'running', restartAt: null },
     operation: { request, status: 'running' }
   })
   await bootNewVmm(x, request)
@@ -61,7 +63,7 @@ export async function bootNewVmm (x: InstanceExecution, request: StartRequest | 
     kind: 'operation-finished',
     message: `running on ${placement.hostId}`,
     vmmId,
-    set: { state: 'running', lastError: null },
+    set: { state: 'running', lastError: null, restartAt: null },
     operation: { request, status: 'succeeded' }
   })
 }

@@ -9,6 +9,7 @@ export const hostSchema = z.object({
   status: z.enum(HOST_STATUSES),
   statusSince: z.string(),
   lastHeartbeatAt: z.string().nullable(),
+  contactFailingSince: z.string().nullable().describe('since when calls to its agent fail; null while they work'),
   capacity: capacitySchema,
   reserved: capacitySchema,
   liveVmms: z.number().int()

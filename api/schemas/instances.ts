@@ -19,7 +19,9 @@ export const createInstanceBody = z.strictObject({
   memoryMiB: z.number().int().min(LIMITS.memoryMiB.min).max(LIMITS.memoryMiB.max),
   boot: bootSourceSchema,
   start: z.boolean().default(true).describe('start the instance once created'),
-  stopGraceSeconds: graceSeconds.optional().describe('how long a stop waits for the guest to power off before killing its VMM')
+  stopGraceSeconds: graceSeconds.optional().describe('how long a stop waits for the guest to power off before killing its VMM'),
+  restartPolicy: z.enum(RESTART_POLICIES).default('never')
+    .describe('on-failure: a failed instance restarts by itself, after 10 s doubling to 5 min (counted afresh after 10 min running)')
 }).meta({ id: 'CreateInstance' })
 
 export const stopInstanceBody = z.strictObject({

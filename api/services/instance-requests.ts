@@ -56,6 +56,7 @@ export interface CreateInput {
   boot: NewInstance['boot']
   start: boolean
   stopGraceSeconds?: number
+  restartPolicy: NewInstance['restartPolicy']
 }
 
 interface Dependencies {
@@ -168,7 +169,7 @@ export function createInstanceRequests (deps: Dependencies) {
         memoryMiB: input.memoryMiB,
         boot: input.boot,
         stopGraceSeconds: input.stopGraceSeconds ?? deps.defaultStopGraceSeconds,
-        restartPolicy: 'never',
+        restartPolicy: input.restartPolicy,
         intendedState: input.start ? 'running' : 'stopped'
       }
       const request = { ...base(randomUUID()), kind: 'create' as const, instance, start: input.start }

@@ -20,6 +20,7 @@ const INSTANCE_VIEW_QUERY = `
   SELECT ${INSTANCE_COLUMNS}, i.seq,
          v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
          v.unresponsive_since AS vmm_unresponsive_since, h.status AS host_status, h.status_since AS host_status_since,
+         h.contact_failing_since AS host_contact_failing_since,
          to_jsonb(o) AS operation
     FROM instances i
     LEFT JOIN vmms v ON v.id = i.active_vmm_id
@@ -30,8 +31,8 @@ const INSTANCE_VIEW_QUERY = `
        ORDER BY o.started_at DESC LIMIT 1
     ) o ON true`
 
-function toInstanceView (row: Record<string, any>): InstanceView {
-  const { generation: _generation, activeVmmId: _activeVmmId, ...instance } = toInstance(row)
+function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): InstanceView {
+  const { generation: _generation, activeVmmId: _activeVmmId, restartAttempts: _restartAttempts, ...instance } = toInstance(row)
   const vmm = row.vmm_id === null
     ? null
     : { id: row.vmm_id, hostId: row.vmm_host_id, state: row.vmm_state, reason: row.vmm_reason, exit: row.vmm_exit }
@@ -42,8 +43,13 @@ function toInstanceView (row: Record<string, any>): InstanceView {
     conditions: conditionsOf({
       state: instance.state,
       lastError: instance.lastError,
+      restartAt: instance.restartAt,
       vmm: vmm === null ? null : { state: vmm.state, unresponsiveSince: row.vmm_unresponsive_since },
-      host: vmm === null ? null : { id: vmm.hostId, status: row.host_status, statusSince: row.host_status_since }
+      host: vmm === null
+        ? null
+        : { id: vmm.hostId, status: row.host_status, statusSince: row.host_status_since, contactFailingSince: row.host_contact_failing_since },
+      now: Date.now(),
+      unreachableAfterMs
     })
   }
 }
@@ -65,11 +71,12 @@ function decodeCursor (cursor: string): number {
   throw new ApiProblem(400, 'Bad Request', 'query.cursor: is not a cursor this API returned', [{ path: 'query.cursor', message: 'is not a cursor this API returned' }])
 }
 
-export function createInstancesRepository (db: Pool) {
+export function createInstancesRepository (db: Pool, unreachableAfterMs: number) {
+  const toView = (row: Record<string, any>): InstanceView => toInstanceView(row, unreachableAfterMs)
   return {
     async find (id: string): Promise<InstanceView | null> {
       const { rows } = await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.id = $1`, [id])
-      return rows.length === 0 ? null : toInstanceView(rows[0])
+      return rows.length === 0 ? null : toView(rows[0])
     },
 
     /** A page of instances, oldest first; destroyed ones only when asked for by state. */
@@ -84,7 +91,7 @@ export function createInstancesRepository (db: Pool) {
       )
       const page = rows.slice(0, options.limit)
       const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
-      return { items: page.map(toInstanceView), nextCursor }
+      return { items: page.map(toView), nextCursor }
     },
 
     /** An instance's history, newest first; `null` when the instance does not exist. */
@@ -132,6 +139,6 @@ declare module 'fastify' {
   }
 }
 
-export default fp(async (fastify) => {
-  fastify.decorate('instancesRepository', createInstancesRepository(fastify.db))
+export default fp<{ hostUnreachableAfterMs: number }>(async (fastify, opts) => {
+  fastify.decorate('instancesRepository', createInstancesRepository(fastify.db, opts.hostUnreachableAfterMs))
 }, { name: 'instances-repository', dependencies: ['database'] })

@@ -7,12 +7,19 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import type { Logger } from 'pino'
 import { bearerAuth } from './auth.js'
 import { errorHandler, notFoundHandler } from './error-handler.js'
+import { injectFaults } from './fault-injection.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
 /** Requests are small JSON documents; anything larger is refused before it is parsed. */
 const BODY_LIMIT_BYTES = 64 * 1024
 
-export async function buildAgentApp (token: string, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
+export interface AgentAppOptions {
+  token: string
+  /** Set only for tests: the state directory whose `fault` file says what to inject. */
+  faultsFrom: string | null
+}
+
+export async function buildAgentApp (options: AgentAppOptions, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: BODY_LIMIT_BYTES })
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)
@@ -25,7 +32,8 @@ export async function buildAgentApp (token: string, log: Logger, routes: RouteOp
     const bodyless = headers['transfer-encoding'] === undefined && (headers['content-length'] ?? '0') === '0'
     if (bodyless) delete headers['content-type']
   })
-  app.addHook('onRequest', bearerAuth(token))
+  app.addHook('onRequest', bearerAuth(options.token))
+  if (options.faultsFrom !== null) app.addHook('onRequest', injectFaults(options.faultsFrom))
   await app.register(agentRoutes, routes)
   return app
 }

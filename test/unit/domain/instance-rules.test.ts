@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { outcomeOfVmmEnd, verdictFor } from '../../../domain/instance-rules.js'
+import { outcomeOfVmmEnd, planRestart, verdictFor } from '../../../domain/instance-rules.js'
 import type { VmmExit, VmmState } from '../../../domain/vmm.js'
 
 function ended (state: VmmState, exit: VmmExit | null, reason: string | null = null) {
@@ -71,5 +71,36 @@ describe('verdictFor', () => {
     assert.deepEqual(verdictFor('start', 'stopped', 'stop'), { verdict: 'conflict', reason: 'cannot start while a stop is in flight' })
     assert.deepEqual(verdictFor('reboot', 'running', 'reboot'), { verdict: 'conflict', reason: 'cannot reboot while a reboot is in flight' })
     assert.equal(verdictFor('start', 'destroyed', null).verdict, 'conflict')
+  })
+})
+
+describe('planRestart (restart policy on-failure)', () => {
+  const backoff = { restartBackoffMs: 10_000, restartBackoffMaxMs: 300_000, restartResetMs: 600_000 }
+  const now = Date.parse('2026-11-22T12:00:00Z')
+  const crashed = outcomeOfVmmEnd(ended('failed', { cause: 'crashed', code: 1, signal: null }))
+  const onFailure = { restartPolicy: 'on-failure' as const, intendedState: 'running' as const, restartAttempts: 0 }
+  const ranFor = (ms: number) => ({ runningSince: new Date(now - ms).toISOString() })
+
+  it('waits 10 s, then twice as long with each restart in a row, at most 5 min', () => {
+    const delays = [0, 1, 2, 3, 4, 5, 6].map((restartAttempts) => planRestart({ ...onFailure, restartAttempts }, ranFor(1000), crashed, backoff, now)!.at - now)
+    assert.deepEqual(delays, [10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000])
+    assert.equal(planRestart({ ...onFailure, restartAttempts: 2 }, ranFor(1000), crashed, backoff, now)?.attempts, 3)
+  })
+
+  it('starts the count over after 10 min of running', () => {
+    const plan = planRestart({ ...onFailure, restartAttempts: 5 }, ranFor(600_000), crashed, backoff, now)
+    assert.deepEqual(plan, { at: now + 10_000, attempts: 1 })
+  })
+
+  it('does not count a failure that was not the guest’s: a host declared lost', () => {
+    const lost = outcomeOfVmmEnd(ended('lost', null))
+    assert.deepEqual(planRestart({ ...onFailure, restartAttempts: 2 }, ranFor(1000), lost, backoff, now), { at: now + 40_000, attempts: 2 })
+  })
+
+  it('never restarts with policy never, a guest that powered off, or a user who wants it stopped', () => {
+    assert.equal(planRestart({ ...onFailure, restartPolicy: 'never' }, ranFor(1000), crashed, backoff, now), null)
+    const poweredOff = outcomeOfVmmEnd(ended('destroyed', { cause: 'guest-poweroff', code: 0, signal: null }))
+    assert.equal(planRestart(onFailure, ranFor(1000), poweredOff, backoff, now), null)
+    assert.equal(planRestart({ ...onFailure, intendedState: 'stopped' }, ranFor(1000), crashed, backoff, now), null)
   })
 })
