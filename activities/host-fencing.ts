@@ -13,7 +13,7 @@
 import { activityInfo, getClient, heartbeat } from '@temporalio/activity'
 import { inTransaction, type Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
-import type { VmmRecord, VmmReport } from '../domain/vmm.js'
+import { concludedReport, type VmmRecord } from '../domain/vmm.js'
 import { reportDelivery, WORKFLOW_TYPES } from '../workflows/definitions.js'
 import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
@@ -33,20 +33,6 @@ async function markHostLost (pool: Pool, hostId: string): Promise<VmmRecord[]> {
   })
 }
 
-function lostReport (vmm: VmmRecord): VmmReport {
-  return {
-    vmmId: vmm.id,
-    instanceId: vmm.instanceId,
-    hostId: vmm.hostId,
-    state: 'lost',
-    generation: vmm.generation + 1,
-    observedAt: new Date().toISOString(),
-    reason: LOST_REASON,
-    exit: null,
-    unresponsiveSince: null
-  }
-}
-
 export function createHostFencing (deps: AgentCallDependencies) {
   const { pool, client: agentClient } = deps
   return {
@@ -59,7 +45,7 @@ export function createHostFencing (deps: AgentCallDependencies) {
       const client = getClient()
       const { taskQueue } = activityInfo()
       for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
-        await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(lostReport(vmm), taskQueue))
+        await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), taskQueue))
         heartbeat()
       }
       return lost

@@ -89,3 +89,22 @@ export interface VmmRecord {
   updatedAt: string
   destroyedAt: string | null
 }
+
+/**
+ * A report the control plane makes itself about a VMM it has a positive answer for without a
+ * report from the agent: the agent affirmed it has no such VMM (`destroyed`), or the VMM's host
+ * was declared lost (`lost`). One generation past the last one applied.
+ */
+export function concludedReport (vmm: VmmRecord, state: 'destroyed' | 'lost', reason: string, observedAt: string): VmmReport {
+  return {
+    vmmId: vmm.id,
+    instanceId: vmm.instanceId,
+    hostId: vmm.hostId,
+    state,
+    generation: vmm.generation + 1,
+    observedAt,
+    reason,
+    exit: null,
+    unresponsiveSince: null
+  }
+}

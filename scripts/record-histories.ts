@@ -52,8 +52,8 @@ async function settled (id: string, state: string): Promise<void> {
   }, { timeoutMs: 60_000, intervalMs: 100 })
 }
 
-async function create (name: string, cmdline: string, start = true): Promise<string> {
-  const { instance } = await call('POST', '/v1/instances', { name, vcpus: 1, memoryMiB: 256, start, boot: { kernel: 'vmlinux', cmdline } })
+async function create (name: string, cmdline: string, start = true, restartPolicy = 'never'): Promise<string> {
+  const { instance } = await call('POST', '/v1/instances', { name, vcpus: 1, memoryMiB: 256, start, restartPolicy, boot: { kernel: 'vmlinux', cmdline } })
   await settled(instance.id, start ? 'running' : 'stopped')
   return instance.id
 }
@@ -88,6 +88,16 @@ await settled(stubborn, 'stopped')
 const poweroff = await create(`replay-poweroff-${suffix}`, 'sim.poweroff_ms=300')
 ids.push(poweroff)
 await settled(poweroff, 'stopped')
+
+// a crash, an automatic restart (restart policy on-failure), a second crash, a stop during the backoff
+const crashing = await create(`replay-crashing-${suffix}`, 'sim.crash_after_ms=1500', true, 'on-failure')
+ids.push(crashing)
+await waitFor('a restart and a second crash', async () => {
+  const events = await call('GET', `/v1/instances/${crashing}/events?limit=100`)
+  return events.items.filter((e: { message: string }) => /restarting in/.test(e.message)).length >= 2 ? true : null
+}, { timeoutMs: 90_000, intervalMs: 250 })
+await call('POST', `/v1/instances/${crashing}/stop`)
+await settled(crashing, 'stopped')
 
 const connection = await Connection.connect({ address: info.temporalAddress })
 const client = new Client({ connection, namespace: info.namespace })

@@ -2,7 +2,7 @@
  * What operations do to one VMM through its host's agent, shared by start, reboot and halt.
  */
 import { CancellationScope, condition } from '@temporalio/workflow'
-import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
 
@@ -34,20 +34,6 @@ export async function destroyOnHost (x: InstanceExecution, vmm: VmmRecord): Prom
   await condition(() => answer !== null || failure !== null || isGone(x, vmm.id))
   call.cancel()
   const settled = answer as { report: VmmReport | null } | null
-  if (settled !== null) await x.observe(settled.report ?? goneReport(x.vmm(vmm.id) ?? vmm))
+  if (settled !== null) await x.observe(settled.report ?? concludedReport(x.vmm(vmm.id) ?? vmm, 'destroyed', 'the host agent has no record of this VMM', new Date().toISOString()))
   else if (!isGone(x, vmm.id)) throw failure
-}
-
-function goneReport (vmm: VmmRecord): VmmReport {
-  return {
-    vmmId: vmm.id,
-    instanceId: vmm.instanceId,
-    hostId: vmm.hostId,
-    state: 'destroyed',
-    generation: vmm.generation + 1,
-    observedAt: new Date().toISOString(),
-    reason: 'the host agent has no record of this VMM',
-    exit: null,
-    unresponsiveSince: null
-  }
 }
