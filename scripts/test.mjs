@@ -79,13 +79,17 @@ function testFiles (folder) {
     .map((name) => join(COMPILED_TESTS, folder, name))
 }
 
-/** The summary counts at the end of a TAP report. */
+/**
+ * The counts of a TAP report: Node's summary for passes and failures; for skips, every `# SKIP`
+ * line, since a skipped suite (the driver against a real cloud-hypervisor, where there is none)
+ * is not in Node's own `skipped` count.
+ */
 function countResults (tapFile) {
   const tap = existsSync(tapFile) ? readFileSync(tapFile, 'utf8') : ''
   const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(tap)?.[1] ?? 0)
   return {
     passed: count('pass'),
     failed: count('fail') + count('cancelled'),
-    skipped: count('skipped') + count('todo')
+    skipped: (tap.match(/^\s*ok \d+ - .* # SKIP/gm) ?? []).length + count('todo')
   }
 }
