@@ -7,6 +7,7 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import type { ApiConfig } from '../config/index.js'
 import { requireToken } from './plugins/auth.js'
 import database from './plugins/database.js'
+import idempotency from './plugins/idempotency.js'
 import openapi from './plugins/openapi.js'
 import problemDetails from './plugins/problem-details.js'
 import temporal from './plugins/temporal.js'
@@ -24,6 +25,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   fastify.setSerializerCompiler(serializerCompiler)
   await fastify.register(problemDetails)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
+  await fastify.register(idempotency)
   await fastify.register(temporal, { temporal: opts.temporal })
   await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs })
   await fastify.register(instanceRequests, { defaultStopGraceSeconds: opts.defaultStopGraceSeconds })
@@ -31,6 +33,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(health)
   await fastify.register(async (v1) => {
     await v1.register(requireToken, { token: opts.token })
+    v1.addHook('preHandler', fastify.idempotent)
     await v1.register(instances)
     await v1.register(operations)
     await v1.register(hosts)

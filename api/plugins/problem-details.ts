@@ -64,7 +64,8 @@ function toProblem (err: FastifyError): ApiProblem {
 export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
     const problem = toProblem(err)
-    if (problem.status >= 500) request.log.error({ err }, 'request failed')
+    // Our own 503s (not ready, a dependency down) say what is wrong; anything else is a bug.
+    if (problem.status >= 500 && !(err instanceof ApiProblem)) request.log.error({ err }, 'request failed')
     return send(reply, request, problem)
   })
   fastify.setNotFoundHandler((request, reply) =>

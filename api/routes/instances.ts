@@ -2,7 +2,7 @@
 import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { ApiProblem } from '../plugins/problem-details.js'
-import { idParamsSchema, problemResponses } from '../schemas/common.js'
+import { idempotencyHeaders, idParamsSchema, problemResponses } from '../schemas/common.js'
 import {
   acceptedSchema,
   createInstanceBody,
@@ -29,8 +29,8 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }
 
   fastify.post('/instances', {
-    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', body: createInstanceBody, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.create(request.body)))
+    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', headers: idempotencyHeaders, body: createInstanceBody, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, requests.create(request.body, request.newId)))
 
   fastify.get('/instances', {
     schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema, ...problemResponses } }
@@ -59,32 +59,34 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.post('/instances/:id/start', {
-    schema: { tags, summary: 'Start a stopped or failed instance', params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.start(request.params.id)))
+    schema: { tags, summary: 'Start a stopped or failed instance', headers: idempotencyHeaders, params: idParamsSchema, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, requests.start(request.params.id, request.newId)))
 
   fastify.post('/instances/:id/stop', {
     schema: {
       tags,
       summary: 'Stop an instance: ACPI power-off, then kill its VMM when the grace period ends. Preempts a start or reboot in flight.',
+      headers: idempotencyHeaders,
       params: idParamsSchema,
       body: stopInstanceBody,
       response: acceptedResponses
     }
-  }, async (request, reply) => await send(reply, requests.stop(request.params.id, request.body?.graceSeconds)))
+  }, async (request, reply) => await send(reply, requests.stop(request.params.id, request.body?.graceSeconds, request.newId)))
 
   fastify.post('/instances/:id/reboot', {
-    schema: { tags, summary: 'Reboot a running instance', params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.reboot(request.params.id)))
+    schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: idParamsSchema, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, requests.reboot(request.params.id, request.newId)))
 
   fastify.delete('/instances/:id', {
     schema: {
       tags,
       summary: 'Delete an instance: stop it (killing its VMM when the grace period ends), then destroy it',
+      headers: idempotencyHeaders,
       params: idParamsSchema,
       querystring: deleteInstanceQuery,
       response: acceptedResponses
     }
-  }, async (request, reply) => await send(reply, requests.delete(request.params.id, request.query.graceSeconds)))
+  }, async (request, reply) => await send(reply, requests.delete(request.params.id, request.query.graceSeconds, request.newId)))
 }
 
 export default routes

@@ -16,7 +16,14 @@ export const problemResponses = {
   401: problemSchema,
   404: problemSchema,
   409: problemSchema,
+  422: problemSchema,
   503: problemSchema
 }
 
 export const idParamsSchema = z.strictObject({ id: z.uuid() })
+
+/** Mutating requests may carry an Idempotency-Key (plugins/idempotency.ts). */
+export const idempotencyHeaders = z.object({
+  'idempotency-key': z.string().optional()
+    .describe('retries with the same key and request get the first answer, and create nothing twice; another request with the key is 422')
+})

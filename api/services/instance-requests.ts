@@ -15,7 +15,6 @@
  * The operation's row is written once the workflow has it, and by the workflow too: whichever
  * comes first creates it.
  */
-import { randomUUID } from 'node:crypto'
 import {
   WorkflowExecutionAlreadyStartedError,
   type Client,
@@ -48,6 +47,9 @@ export interface Accepted {
   operation: Awaited<ReturnType<InstancesRepository['findOperation']>>
   message?: string
 }
+
+/** Makes the ID of something a request creates (plugins/idempotency.ts). */
+export type NewId = (purpose: string) => string
 
 export interface CreateInput {
   name: string
@@ -115,6 +117,15 @@ export function createInstanceRequests (deps: Dependencies) {
     return instance
   }
 
+  /**
+   * A request retried with its Idempotency-Key after the first attempt got as far as recording
+   * its operation (the answer was lost): the same operation, accepted again.
+   */
+  async function alreadyAccepted (request: OperationRequest): Promise<Accepted | null> {
+    const operation = await repository.findOperation(request.operationId).catch(unavailable)
+    return operation === null ? null : await accepted(request)
+  }
+
   /** Checks the request against the instance's state; answers at once when nothing is to be done. */
   function judge (kind: Exclude<OperationKind, 'create'>, instance: InstanceView): Accepted | null {
     const verdict = verdictFor(kind, instance.state, instance.operation?.kind ?? null)
@@ -157,12 +168,12 @@ export function createInstanceRequests (deps: Dependencies) {
     return await accepted(request)
   }
 
-  function base (instanceId: string) {
-    return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
+  function base (instanceId: string, newId: NewId) {
+    return { operationId: newId('operation'), instanceId, requestedAt: new Date().toISOString() }
   }
 
   return {
-    async create (input: CreateInput): Promise<Accepted> {
+    async create (input: CreateInput, newId: NewId): Promise<Accepted> {
       const instance: NewInstance = {
         name: input.name,
         vcpus: input.vcpus,
@@ -172,7 +183,9 @@ export function createInstanceRequests (deps: Dependencies) {
         restartPolicy: input.restartPolicy,
         intendedState: input.start ? 'running' : 'stopped'
       }
-      const request = { ...base(randomUUID()), kind: 'create' as const, instance, start: input.start }
+      const request = { ...base(newId('instance'), newId), kind: 'create' as const, instance, start: input.start }
+      // A retry with the key of a create that went through finds the instance it made.
+      if (await repository.find(request.instanceId) !== null) return await accepted(request)
       await inTransaction(db, async (tx) => {
         if (!await insertInstance(tx, request.instanceId, instance)) {
           throw new ApiProblem(409, 'Conflict', `an instance named ${input.name} already exists`)
@@ -183,26 +196,28 @@ export function createInstanceRequests (deps: Dependencies) {
       return await accepted(request)
     },
 
-    async start (id: string): Promise<Accepted> {
+    async start (id: string, newId: NewId): Promise<Accepted> {
       const instance = await existing(id)
-      return judge('start', instance) ?? await startOperation({ ...base(id), kind: 'start' }, instance)
+      const request = { ...base(id, newId), kind: 'start' as const }
+      return await alreadyAccepted(request) ?? judge('start', instance) ?? await startOperation(request, instance)
     },
 
-    async reboot (id: string): Promise<Accepted> {
+    async reboot (id: string, newId: NewId): Promise<Accepted> {
       const instance = await existing(id)
-      return judge('reboot', instance) ?? await startOperation({ ...base(id), kind: 'reboot' }, instance)
+      const request = { ...base(id, newId), kind: 'reboot' as const }
+      return await alreadyAccepted(request) ?? judge('reboot', instance) ?? await startOperation(request, instance)
     },
 
-    async stop (id: string, graceSeconds: number | undefined): Promise<Accepted> {
+    async stop (id: string, graceSeconds: number | undefined, newId: NewId): Promise<Accepted> {
       const instance = await existing(id)
-      return judge('stop', instance) ??
-        await halt({ ...base(id), kind: 'stop', graceSeconds: graceSeconds ?? instance.stopGraceSeconds }, instance)
+      const request = { ...base(id, newId), kind: 'stop' as const, graceSeconds: graceSeconds ?? instance.stopGraceSeconds }
+      return await alreadyAccepted(request) ?? judge('stop', instance) ?? await halt(request, instance)
     },
 
-    async delete (id: string, graceSeconds: number | undefined): Promise<Accepted> {
+    async delete (id: string, graceSeconds: number | undefined, newId: NewId): Promise<Accepted> {
       const instance = await existing(id)
-      return judge('delete', instance) ??
-        await halt({ ...base(id), kind: 'delete', graceSeconds: graceSeconds ?? instance.stopGraceSeconds }, instance)
+      const request = { ...base(id, newId), kind: 'delete' as const, graceSeconds: graceSeconds ?? instance.stopGraceSeconds }
+      return await alreadyAccepted(request) ?? judge('delete', instance) ?? await halt(request, instance)
     }
   }
 }

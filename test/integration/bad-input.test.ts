@@ -109,4 +109,29 @@ describe('the API contract', () => {
     assertProblem(await api(stack).get('/v1/instances?state=sleeping'), 400, /query\.state/)
     assertProblem(await api(stack).get('/v1/instances?limit=0'), 400, /query\.limit/)
   })
+
+  it('Idempotency-Key: a retry gets the first answer and creates nothing twice; another request with the key is 422', async () => {
+    const key = { 'idempotency-key': `create-${Date.now()}` }
+    const body = { ...newInstance('keyed'), start: false }
+    const first = await api(stack).post<{ instance: InstanceBody, operation: { id: string } }>('/v1/instances', body, key)
+    assert.equal(first.status, 202)
+    const again = await api(stack).post<{ instance: InstanceBody, operation: { id: string } }>('/v1/instances', body, key)
+    assert.equal(again.status, 202)
+    assert.equal(again.headers.get('idempotency-replayed'), 'true')
+    assert.equal(again.body.instance.id, first.body.instance.id)
+    assert.equal(again.body.operation.id, first.body.operation.id)
+    const named = (await api(stack).get<{ items: InstanceBody[] }>('/v1/instances?limit=500')).body.items.filter((i) => i.name === 'keyed')
+    assert.equal(named.length, 1)
+    assertProblem(await api(stack).post('/v1/instances', { ...body, vcpus: 2 }, key), 422, /was used for another request/)
+    assertProblem(await api(stack).post('/v1/instances', body, { 'idempotency-key': 'bad key with spaces' }), 400, /idempotency-key/)
+
+    await waitForState(stack, first.body.instance.id, 'stopped')
+    const stopKey = { 'idempotency-key': `start-${Date.now()}` }
+    const started = await api(stack).post(`/v1/instances/${first.body.instance.id}/start`, {}, stopKey)
+    const restarted = await api(stack).post(`/v1/instances/${first.body.instance.id}/start`, {}, stopKey)
+    assert.equal(started.status, 202)
+    assert.deepEqual(restarted.body.operation.id, started.body.operation.id)
+    await waitForState(stack, first.body.instance.id, 'running')
+    assert.equal((await api(stack).delete(`/v1/instances/${first.body.instance.id}?graceSeconds=0`)).status, 202)
+  })
 })

@@ -1,0 +1,92 @@
+/**
+ * `Idempotency-Key` on every mutating request (I3).
+ *
+ * With a key, every ID a request creates (the instance's, the operation's) is derived from the
+ * key, so a client that retries after losing an answer — or after this API crashed mid-request —
+ * finds what the first attempt made instead of making a second one. The first answer is kept for
+ * a day: the same key with the same request gets it again (`Idempotency-Replayed: true`); the same
+ * key with another request is refused with 422. Without a key, IDs are random.
+ */
+import { createHash, randomUUID } from 'node:crypto'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { v5 as uuidv5 } from 'uuid'
+import { ApiProblem } from './problem-details.js'
+
+/** The namespace of IDs derived from idempotency keys (a fixed, random UUID). */
+const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** An ID for what this request creates (`purpose` tells them apart): derived from its key, if any. */
+    newId: (purpose: string) => string
+    idempotency: { key: string, hash: string } | null
+  }
+}
+
+function requestHash (request: FastifyRequest): string {
+  return createHash('sha256').update(JSON.stringify([request.method, request.url, request.body ?? null])).digest('hex')
+}
+
+/** Who the key belongs to; one API token today, so one principal. */
+const PRINCIPAL = 'api'
+
+export default fp(async (fastify) => {
+  fastify.decorateRequest('idempotency', null)
+  fastify.decorateRequest('newId', () => { throw new Error('newId is set by the onRequest hook') })
+  // A function of its own per request, so handlers can pass it on unbound.
+  fastify.addHook('onRequest', async (request) => {
+    request.newId = (purpose: string) => request.idempotency === null
+      ? randomUUID()
+      : uuidv5(`${request.idempotency.key}\n${purpose}`, KEY_NAMESPACE)
+  })
+
+  /** A preHandler hook for mutating routes: replays, refuses, or lets the request through. */
+  fastify.decorate('idempotent', async (request: FastifyRequest, reply: FastifyReply) => {
+    const key = request.headers['idempotency-key']
+    if (key === undefined || request.method === 'GET') return
+    if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
+      throw new ApiProblem(400, 'Bad Request', 'headers.idempotency-key: must be 1 to 255 printable ASCII characters', [
+        { path: 'headers.idempotency-key', message: 'must be 1 to 255 printable ASCII characters' }
+      ])
+    }
+    const hash = requestHash(request)
+    const { rows } = await fastify.db.query(
+      'SELECT request_hash, status, content_type, response FROM idempotency_keys WHERE principal = $1 AND key = $2',
+      [PRINCIPAL, key]
+    )
+    if (rows.length > 0) {
+      if (rows[0].request_hash !== hash) {
+        throw new ApiProblem(422, 'Unprocessable Content', `Idempotency-Key ${key} was used for another request`)
+      }
+      return await reply.code(rows[0].status).type(rows[0].content_type).header('idempotency-replayed', 'true').send(rows[0].response)
+    }
+    request.idempotency = { key, hash }
+  })
+
+  // The first answer under a key is kept, errors included, but not a failure of ours (5xx):
+  // trying again is what a key is for.
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (request.idempotency === null || reply.statusCode >= 500 || reply.getHeader('idempotency-replayed') !== undefined) return payload
+    await fastify.db.query(
+      `INSERT INTO idempotency_keys (principal, key, request_hash, status, content_type, response)
+       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+      [
+        PRINCIPAL,
+        request.idempotency.key,
+        request.idempotency.hash,
+        reply.statusCode,
+        String(reply.getHeader('content-type') ?? 'application/json'),
+        typeof payload === 'string' ? payload : JSON.stringify(payload)
+      ]
+    )
+    return payload
+  })
+}, { name: 'idempotency', dependencies: ['database'] })
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    idempotent: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+  }
+}
