@@ -8,6 +8,7 @@
 import { ApplicationFailure, heartbeat } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
+import { crashPoint } from '../faults/crash-points.js'
 import type { VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from './host-agent-client.js'
@@ -73,27 +74,33 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
         instanceName: input.instanceName,
         spec: input.spec
       }))
+      crashPoint('ensure.after-agent')
       return toReport(view, input.hostId)
     },
 
     async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
       const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      crashPoint('press.after-agent')
       return toReport(view, input.hostId)
     },
 
     async rebootVmm (input: VmmTarget): Promise<VmmReport> {
-      return toReport(await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId)), input.hostId)
+      const view = await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId))
+      crashPoint('reboot.after-agent')
+      return toReport(view, input.hostId)
     },
 
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
     async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
       const view = await onAgent(deps, input.hostId, (url) => client.destroyVmm(url, input.vmmId))
+      crashPoint('destroy.after-agent')
       return view === null ? null : toReport(view, input.hostId)
     }
   }
 }
 
-function toReport (view: VmmView, hostId: string): VmmReport {
+/** An agent's view of a VMM, as the report it stands for. */
+export function toReport (view: VmmView, hostId: string): VmmReport {
   return {
     vmmId: view.id,
     instanceId: view.instanceId,

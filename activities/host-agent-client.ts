@@ -10,10 +10,12 @@
 import { z } from 'zod'
 import {
   agentErrorSchema,
+  strayListSchema,
   vmmListSchema,
   vmmViewSchema,
   type EnsureVmmRequest,
   type PowerButtonRequest,
+  type StrayView,
   type VmmView
 } from '../domain/host-agent-api.js'
 import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
@@ -44,6 +46,21 @@ export class HostAgentClient {
 
   async rebootVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
     return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/reboot`, {}, vmmViewSchema)
+  }
+
+  async listStrays (agentUrl: string): Promise<StrayView[]> {
+    return (await this.call(agentUrl, 'GET', '/v1/strays', undefined, strayListSchema)).items
+  }
+
+  /** Kills a stray VMM process; false when it is not (or no longer) one. */
+  async reapStray (agentUrl: string, stray: Pick<StrayView, 'pid' | 'startTime'>): Promise<boolean> {
+    try {
+      await this.call(agentUrl, 'DELETE', `/v1/strays/${stray.pid}?startTime=${stray.startTime}`, undefined, z.object({ reaped: z.literal(true) }))
+      return true
+    } catch (err) {
+      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return false
+      throw err
+    }
   }
 
   /** Kills the VMM and waits for it; `null` when the agent has no record of it at all. */

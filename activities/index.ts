@@ -9,6 +9,7 @@ import type { VmmReport } from '../domain/vmm.js'
 import { HostAgentClient } from './host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
 import { createHostFencing } from './host-fencing.js'
+import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import { insertInstance } from '../db/instances.js'
 import type { NewInstance } from '../workflows/definitions.js'
@@ -20,6 +21,8 @@ export interface OperationSettings extends RestartBackoff {
   bootTimeoutMs: number
   killBackstopMs: number
   hostUnreachableAfterMs: number
+  /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
+  orphanGraceMs: number
 }
 
 export interface ActivityDependencies {
@@ -66,7 +69,8 @@ export function createActivities (deps: ActivityDependencies) {
       await markHostUnreachable(pool, hostId, lastHeardAt)
     },
     ...createHostAgentCalls(agentCalls),
-    ...createHostFencing(agentCalls)
+    ...createHostFencing(agentCalls),
+    ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })
   }
 }
 

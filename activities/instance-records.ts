@@ -9,6 +9,7 @@
  */
 import { ApplicationFailure } from '@temporalio/activity'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
+import { crashPoint } from '../faults/crash-points.js'
 import { INSTANCE_COLUMNS, VMM_COLUMNS, toInstance, toVmm } from '../db/rows.js'
 import type { EventKind } from '../domain/event.js'
 import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
@@ -84,13 +85,14 @@ export async function loadInstance (pool: Pool, instanceId: string): Promise<Ins
 
 /** Applies one change; see the module comment for why it is safe to retry. */
 export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<InstanceSnapshot> {
-  return await inTransaction(pool, async (tx) => {
+  const snapshot = await inTransaction(pool, async (tx) => {
     const done = await tx.query('SELECT 1 FROM instance_events WHERE id = $1', [change.eventId])
     if (done.rowCount === 0) await applyChange(tx, change)
-    const snapshot = await readSnapshot(tx, change.instanceId)
-    if (snapshot === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
-    return snapshot
+    return await readSnapshot(tx, change.instanceId)
   })
+  crashPoint('change.after-commit')
+  if (snapshot === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
+  return snapshot
 }
 
 async function applyChange (tx: PoolClient, change: InstanceChange): Promise<void> {

@@ -10,6 +10,7 @@
  * never move a VMM backwards (I4). A VMM that reaches a terminal state gives its reservation back.
  */
 import { inTransaction, type Pool } from '../db/pool.js'
+import { crashPoint } from '../faults/crash-points.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { recordInstanceChange, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
@@ -57,6 +58,7 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
     )
     return chosen
   })
+  crashPoint('place.after-commit')
   if (hostId === null) {
     return {
       placed: false,

@@ -11,6 +11,7 @@ import idempotency from './plugins/idempotency.js'
 import openapi from './plugins/openapi.js'
 import problemDetails from './plugins/problem-details.js'
 import temporal from './plugins/temporal.js'
+import admin from './routes/admin.js'
 import health from './routes/health.js'
 import hosts from './routes/hosts.js'
 import instances from './routes/instances.js'
@@ -37,5 +38,6 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
     await v1.register(instances)
     await v1.register(operations)
     await v1.register(hosts)
+    await v1.register(admin)
   }, { prefix: '/v1' })
 }

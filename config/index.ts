@@ -109,7 +109,9 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
       VMPLANE_RESTART_BACKOFF_SECONDS: seconds.default(10),
       VMPLANE_RESTART_BACKOFF_MAX_SECONDS: seconds.default(300),
-      VMPLANE_RESTART_RESET_SECONDS: seconds.default(600)
+      VMPLANE_RESTART_RESET_SECONDS: seconds.default(600),
+      VMPLANE_RECONCILE_SECONDS: seconds.default(30),
+      VMPLANE_ORPHAN_GRACE_SECONDS: seconds.default(120)
     }),
     env
   )
@@ -130,6 +132,10 @@ export function workerConfig (env: Env = process.env) {
     restartBackoffMs: w.VMPLANE_RESTART_BACKOFF_SECONDS * 1000,
     restartBackoffMaxMs: w.VMPLANE_RESTART_BACKOFF_MAX_SECONDS * 1000,
     restartResetMs: w.VMPLANE_RESTART_RESET_SECONDS * 1000,
+    /** How often the reconciler's schedule runs a pass. */
+    reconcileEveryMs: w.VMPLANE_RECONCILE_SECONDS * 1000,
+    /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
+    orphanGraceMs: w.VMPLANE_ORPHAN_GRACE_SECONDS * 1000,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }

@@ -9,6 +9,8 @@
  *   POST   /v1/vmms/:id/power-button  ACPI power button; with a deadline, re-pressed until it, then killed
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
+ *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
+ *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
  */
 import { z } from 'zod'
 import { INSTANCE_NAME_PATTERN, LIMITS, isSafeImageName } from './limits.js'
@@ -83,6 +85,23 @@ export const agentHealthSchema = z.object({
   hostId: z.string(),
   startedAt: z.string()
 })
+
+/**
+ * A VMM process under the agent's state directory that no live record owns: nothing tracks it,
+ * so the reconciler reaps it once it is older than the orphan grace period (I3).
+ */
+export const strayViewSchema = z.object({
+  pid: z.number().int(),
+  startTime: z.string(),
+  apiSocket: z.string(),
+  startedAt: z.string()
+})
+export type StrayView = z.infer<typeof strayViewSchema>
+export const strayListSchema = z.object({ items: z.array(strayViewSchema) })
+
+export const strayParamsSchema = z.strictObject({ pid: z.coerce.number().int().positive() })
+/** The start time names the process: a PID reused since the listing is not the stray. */
+export const strayQuerySchema = z.strictObject({ startTime: z.string().regex(/^\d+$/) })
 
 /** The body of every error the agent returns. */
 export const agentErrorSchema = z.object({

@@ -117,3 +117,16 @@ export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: Insta
     ? { verdict: 'run' }
     : { verdict: 'conflict', reason: `cannot reboot an instance that is ${state}` }
 }
+
+/**
+ * The operation that brings an instance to what the user intends, for the reconciler to start
+ * when nothing is in flight (re-driving intent): an instance stuck in a transitional state after a
+ * crash, or one whose intent its state does not meet. `failed` is left alone: whether a failed
+ * instance comes back is its restart policy's call.
+ */
+export function convergenceFor (state: InstanceState, intended: IntendedState): 'start' | 'stop' | 'delete' | null {
+  if (state === 'destroyed' || state === 'failed') return intended === 'destroyed' && state === 'failed' ? 'delete' : null
+  if (intended === 'destroyed') return 'delete'
+  if (intended === 'stopped') return state === 'stopped' ? null : 'stop'
+  return state === 'running' ? null : 'start'
+}

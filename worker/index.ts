@@ -9,6 +9,7 @@ import type { WorkerConfig } from '../config/index.js'
 import { createPool } from '../db/pool.js'
 import { createActivities } from '../activities/index.js'
 import type { Logger } from '../log/logger.js'
+import { ensureReconcileSchedule } from './reconcile-schedule.js'
 import { WORKFLOW_BUNDLE_PATH } from './workflow-bundle.js'
 
 const TEMPORAL_LOG_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
@@ -47,10 +48,12 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
           hostUnreachableAfterMs: config.hostUnreachableAfterMs,
           restartBackoffMs: config.restartBackoffMs,
           restartBackoffMaxMs: config.restartBackoffMaxMs,
-          restartResetMs: config.restartResetMs
+          restartResetMs: config.restartResetMs,
+          orphanGraceMs: config.orphanGraceMs
         }
       })
     })
+    await ensureReconcileSchedule(config, logger)
     logger.info({ taskQueue: config.temporal.taskQueue, address: config.temporal.address }, 'worker polling')
     await worker.run()
   } finally {

@@ -21,8 +21,12 @@ export const WORKFLOW_TYPES = {
   reboot: 'rebootInstance',
   delete: 'deleteInstance',
   reports: 'applyVmmReports',
-  host: 'monitorHost'
-} as const satisfies Record<OperationKind | 'reports' | 'host', string>
+  host: 'monitorHost',
+  reconcile: 'reconcile'
+} as const satisfies Record<OperationKind | 'reports' | 'host' | 'reconcile', string>
+
+/** The Temporal Schedule that runs the reconciler; the worker creates or updates it at start. */
+export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
 
 /**
  * Every starter of an instance or host workflow sets this: a worker that dies holding a workflow
@@ -79,6 +83,35 @@ export type HaltRequest = StopRequest | DeleteRequest
 
 export interface ApplyReportsInput {
   instanceId: string
+}
+
+/**
+ * The options that start an operation's workflow (the API's, the reconciler's): under the
+ * instance's ID, with its search attributes, its name in the memo and a line for the UI's list.
+ */
+export function operationStart (request: OperationRequest, instanceName: string, taskQueue: string) {
+  return {
+    workflowId: instanceWorkflowId(request.instanceId),
+    taskQueue,
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
+    args: [request] as [OperationRequest],
+    typedSearchAttributes: [
+      { key: InstanceIdKey, value: request.instanceId },
+      { key: OperationKey, value: request.kind }
+    ],
+    memo: { instanceName },
+    staticSummary: summaryOf(request, instanceName)
+  }
+}
+
+/** A line a person can read in the Temporal UI's workflow list. */
+function summaryOf (request: OperationRequest, name: string): string {
+  switch (request.kind) {
+    case 'create': return `create ${name}${request.start ? ' and start it' : ''}`
+    case 'stop':
+    case 'delete': return `${request.kind} ${name} (grace ${request.graceSeconds} s)`
+    default: return `${request.kind} ${name}`
+  }
 }
 
 /** A host agent reports a VMM's state; the instance's running workflow consumes it. */

@@ -8,3 +8,4 @@ export {
   stopInstance
 } from './instance-workflows.js'
 export { monitorHost } from './monitor-host.js'
+export { reconcile } from './reconcile.js'

@@ -15,21 +15,18 @@
  * The operation's row is written once the workflow has it, and by the workflow too: whichever
  * comes first creates it.
  */
-import {
-  WorkflowExecutionAlreadyStartedError,
-  type Client,
-  type WorkflowStartOptions
-} from '@temporalio/client'
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client'
 import fp from 'fastify-plugin'
 import { insertInstance } from '../../db/instances.js'
-import { inTransaction, type Pool, type PoolClient } from '../../db/pool.js'
-import { instanceWorkflowId } from '../../domain/ids.js'
+import { crashPoint } from '../../faults/crash-points.js'
+import { insertOperation } from '../../db/operations.js'
+import { inTransaction, type Pool } from '../../db/pool.js'
 import { verdictFor } from '../../domain/instance-rules.js'
 import type { OperationKind } from '../../domain/operation.js'
 import {
-  WORKFLOW_TASK_TIMEOUT,
   WORKFLOW_TYPES,
   haltRequestedSignal,
+  operationStart,
   operationRequestedSignal,
   type HaltRequest,
   type NewInstance,
@@ -37,7 +34,6 @@ import {
   type RebootRequest,
   type StartRequest
 } from '../../workflows/definitions.js'
-import { InstanceIdKey, OperationKey } from '../../workflows/search-attributes.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
 
@@ -82,27 +78,7 @@ export function createInstanceRequests (deps: Dependencies) {
   const { db, temporal, repository } = deps
 
   function startOptions (request: OperationRequest, name: string) {
-    return {
-      workflowId: instanceWorkflowId(request.instanceId),
-      taskQueue: deps.taskQueue,
-      workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
-      args: [request],
-      typedSearchAttributes: [
-        { key: InstanceIdKey, value: request.instanceId },
-        { key: OperationKey, value: request.kind }
-      ],
-      memo: { instanceName: name },
-      staticSummary: summary(request, name)
-    } satisfies Partial<WorkflowStartOptions>
-  }
-
-  async function recordOperation (tx: Pool | PoolClient, request: OperationRequest, runId: string): Promise<void> {
-    await tx.query(
-      `INSERT INTO operations (id, instance_id, kind, status, params, workflow_id, run_id, started_at)
-       VALUES ($1, $2, $3, 'running', $4, $5, $6, $7)
-       ON CONFLICT (id) DO NOTHING`,
-      [request.operationId, request.instanceId, request.kind, JSON.stringify(paramsOf(request)), instanceWorkflowId(request.instanceId), runId, request.requestedAt]
-    )
+    return operationStart(request, name, deps.taskQueue)
   }
 
   async function accepted (request: OperationRequest): Promise<Accepted> {
@@ -154,7 +130,7 @@ export function createInstanceRequests (deps: Dependencies) {
         signalArgs: [request]
       }).catch(unavailable)).signaledRunId
     }
-    await recordOperation(db, request, runId).catch(unavailable)
+    await insertOperation(db, request, runId).catch(unavailable)
     return await accepted(request)
   }
 
@@ -164,7 +140,7 @@ export function createInstanceRequests (deps: Dependencies) {
       signal: haltRequestedSignal,
       signalArgs: [request]
     }).catch(unavailable)
-    await recordOperation(db, request, handle.signaledRunId).catch(unavailable)
+    await insertOperation(db, request, handle.signaledRunId).catch(unavailable)
     return await accepted(request)
   }
 
@@ -191,7 +167,8 @@ export function createInstanceRequests (deps: Dependencies) {
           throw new ApiProblem(409, 'Conflict', `an instance named ${input.name} already exists`)
         }
         const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, input.name), workflowIdConflictPolicy: 'FAIL' })
-        await recordOperation(tx, request, handle.firstExecutionRunId)
+        crashPoint('create.after-workflow-start')
+        await insertOperation(tx, request, handle.firstExecutionRunId)
       }).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
       return await accepted(request)
     },
@@ -225,20 +202,6 @@ export function createInstanceRequests (deps: Dependencies) {
 function conflict (instance: InstanceView, reason: string): ApiProblem {
   const inFlight = instance.operation === null ? '' : `; operation ${instance.operation.id} (${instance.operation.kind}) is in flight`
   return new ApiProblem(409, 'Conflict', `${reason}: instance ${instance.name} is ${instance.state}${inFlight}`)
-}
-
-/** A line a person can read in the Temporal UI's workflow list. */
-function summary (request: OperationRequest, name: string): string {
-  switch (request.kind) {
-    case 'create': return `create ${name}${request.start ? ' and start it' : ''}`
-    case 'stop':
-    case 'delete': return `${request.kind} ${name} (grace ${request.graceSeconds} s)`
-    default: return `${request.kind} ${name}`
-  }
-}
-
-function paramsOf (request: OperationRequest): Record<string, unknown> {
-  return request.kind === 'stop' || request.kind === 'delete' ? { graceSeconds: request.graceSeconds } : {}
 }
 
 export type InstanceRequests = ReturnType<typeof createInstanceRequests>

@@ -10,10 +10,14 @@ import {
   agentHealthSchema,
   ensureVmmRequestSchema,
   powerButtonRequestSchema,
+  strayListSchema,
+  strayParamsSchema,
+  strayQuerySchema,
   vmmIdParamsSchema,
   vmmListSchema,
   vmmViewSchema
 } from '../../domain/host-agent-api.js'
+import { notFound } from '../errors.js'
 import type { Supervisor } from '../supervisor/supervisor.js'
 
 export interface RouteOptions {
@@ -53,5 +57,17 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
 
   app.delete('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
     return await supervisor.destroy(request.params.id)
+  })
+
+  app.get('/v1/strays', { schema: { response: { 200: strayListSchema } } }, async () => ({ items: await supervisor.strays() }))
+
+  app.delete('/v1/strays/:pid', {
+    schema: { params: strayParamsSchema, querystring: strayQuerySchema, response: { 200: z.object({ reaped: z.literal(true) }) } }
+  }, async (request) => {
+    if (!await supervisor.reapStray(request.params.pid, request.query.startTime)) {
+      throw notFound(`no stray VMM process ${request.params.pid} started at ${request.query.startTime}`)
+    }
+    supervisor.log.warn({ pid: request.params.pid }, 'reaped a stray VMM process on request')
+    return { reaped: true as const }
   })
 }

@@ -3,6 +3,7 @@
  * agent names a process by its PID and its start time (field 22 of /proc/<pid>/stat, in clock
  * ticks since boot), which a reused PID cannot repeat.
  */
+import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 
@@ -38,6 +39,15 @@ export function startTimeOf (pid: number): string | null {
   const stat = readStatSync(pid)
   if (stat === null || stat.state === 'Z' || stat.state === 'X') return null
   return stat.startTime
+}
+
+/** The kernel's clock ticks per second, the unit of a start time. */
+export const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
+
+/** When a process started, as wall-clock time: the boot time plus its start time. */
+export function startedAt (startTime: string): Date {
+  const bootSeconds = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1])
+  return new Date((bootSeconds + Number(startTime) / CLOCK_TICKS_PER_SECOND) * 1000)
 }
 
 /** Whether this exact process (PID and start time) still runs. */

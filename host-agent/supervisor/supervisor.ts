@@ -24,10 +24,11 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { EnsureVmmRequest, VmmView } from '../../domain/host-agent-api.js'
+import type { EnsureVmmRequest, StrayView, VmmView } from '../../domain/host-agent-api.js'
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
+import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, notFound, unavailable } from '../errors.js'
-import { isRunning } from '../process/proc.js'
+import { isRunning, startedAt } from '../process/proc.js'
 import type { AgentVmmRecord } from '../store/record.js'
 import { findVmmProcesses, killStrays } from './adoption.js'
 import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
@@ -104,6 +105,31 @@ export class Supervisor {
     }
     await vmm.destroy()
     return vmm.view()
+  }
+
+  /** VMM processes under this agent's directory that no live record owns (none, normally). */
+  async strays (): Promise<StrayView[]> {
+    const running = await findVmmProcesses(this.context.store.vmmsDir)
+    for (const vmm of this.all()) if (!vmm.terminal) running.delete(vmm.paths.apiSocket)
+    return [...running.entries()].map(([apiSocket, p]) => ({
+      pid: p.pid,
+      startTime: p.startTime,
+      apiSocket,
+      startedAt: startedAt(p.startTime).toISOString()
+    }))
+  }
+
+  /** Kills a stray (named by PID and start time) and waits for it; false if it is none. */
+  async reapStray (pid: number, startTime: string): Promise<boolean> {
+    const stray = (await this.strays()).find((s) => s.pid === pid && s.startTime === startTime)
+    if (stray === undefined) return false
+    killStrays([{ pid, startTime, argv: ['--api-socket', stray.apiSocket] }], this.log)
+    const deadline = Date.now() + this.context.settings.killWaitMs
+    while (isRunning({ pid, startTime })) {
+      if (Date.now() >= deadline) throw unavailable(`stray VMM process ${pid} has not exited yet after SIGKILL; retry`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return true
   }
 
   /** Loads every record, adopts or concludes each VMM, and kills strays (see the module comment). */
@@ -200,6 +226,7 @@ export class Supervisor {
       // No record, no process (I3): the caller may retry once the disk is fixed.
       throw unavailable(`cannot record VMM ${id}: ${(err as Error).message}`)
     }
+    crashPoint('agent.ensure.after-record')
     const vmm = new VmmSupervisor(this.context, record)
     this.#vmms.set(id, vmm)
     this.context.onChange(vmm)

@@ -36,6 +36,7 @@ import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
 import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
 import { vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
+import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, unavailable } from '../errors.js'
 import type { ImageResolver } from '../images.js'
 import type { ProcessIdentity } from '../process/proc.js'
@@ -129,6 +130,7 @@ export class VmmSupervisor {
     }
     this.log.info({ pid: vmmProcess.pid }, 'VMM process started')
     await this.#update({ pid: vmmProcess.pid, pidStartTime: vmmProcess.startTime }, false)
+    crashPoint('agent.ensure.after-spawn')
     this.#attach(vmmProcess, false)
     this.#background(this.#boot(bootFiles, false), 'boot')
   }
@@ -164,6 +166,7 @@ export class VmmSupervisor {
         stopDeadline: deadline.toISOString(),
         reason: `stop requested: power button pressed; the VMM is killed at ${deadline.toISOString()} unless the guest powers off`
       })
+      crashPoint('agent.stop.after-deadline')
     }
     this.#armStop()
   }
@@ -196,6 +199,7 @@ export class VmmSupervisor {
       return
     }
     this.#kill('destroy requested')
+    crashPoint('agent.destroy.after-kill')
     if (await vmmProcess.waitForExit(this.context.settings.killWaitMs) === null) {
       throw unavailable(`VMM ${this.id} (pid ${vmmProcess.pid}) has not exited yet after SIGKILL; retry`)
     }

@@ -2,10 +2,8 @@
  * CPU time and resident memory of one process, read from /proc while a benchmark runs. CPU is
  * the process's own user + system time (its children are not counted), as a share of one core.
  */
-import { execFileSync } from 'node:child_process'
 import { readFile } from 'node:fs/promises'
-
-const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim())
+import { CLOCK_TICKS_PER_SECOND } from '../../host-agent/process/proc.js'
 
 interface Reading {
   at: number

@@ -90,7 +90,10 @@ export class DevStack {
         VMPLANE_LOG_PRETTY: '1',
         VMPLANE_TEMPORAL_ADDRESS: temporalAddress(config),
         VMPLANE_TEMPORAL_NAMESPACE: config.namespace,
-        VMPLANE_TASK_QUEUE: config.taskQueue
+        VMPLANE_TASK_QUEUE: config.taskQueue,
+        // Fault tests arm crash points (faults/crash-points.ts) by setting this at all; the
+        // components are told where the plan and the PID files are.
+        ...(process.env.VMPLANE_CRASH_POINTS === undefined ? {} : { VMPLANE_CRASH_POINTS: paths.runDir })
       },
       databaseUrl,
       apiToken,

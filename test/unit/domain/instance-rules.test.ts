@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { outcomeOfVmmEnd, planRestart, verdictFor } from '../../../domain/instance-rules.js'
+import { convergenceFor, outcomeOfVmmEnd, planRestart, verdictFor } from '../../../domain/instance-rules.js'
 import type { VmmExit, VmmState } from '../../../domain/vmm.js'
 
 function ended (state: VmmState, exit: VmmExit | null, reason: string | null = null) {
@@ -102,5 +102,30 @@ describe('planRestart (restart policy on-failure)', () => {
     const poweredOff = outcomeOfVmmEnd(ended('destroyed', { cause: 'guest-poweroff', code: 0, signal: null }))
     assert.equal(planRestart(onFailure, ranFor(1000), poweredOff, backoff, now), null)
     assert.equal(planRestart({ ...onFailure, intendedState: 'stopped' }, ranFor(1000), crashed, backoff, now), null)
+  })
+})
+
+describe('convergenceFor (the reconciler re-driving intent)', () => {
+  it('finishes what a crash left half done', () => {
+    assert.equal(convergenceFor('starting', 'running'), 'start')
+    assert.equal(convergenceFor('creating', 'running'), 'start')
+    assert.equal(convergenceFor('rebooting', 'running'), 'start')
+    assert.equal(convergenceFor('stopping', 'stopped'), 'stop')
+    assert.equal(convergenceFor('stopping', 'destroyed'), 'delete')
+    assert.equal(convergenceFor('creating', 'stopped'), 'stop')
+  })
+
+  it('brings a settled instance to its intent', () => {
+    assert.equal(convergenceFor('running', 'stopped'), 'stop')
+    assert.equal(convergenceFor('stopped', 'running'), 'start')
+    assert.equal(convergenceFor('stopped', 'destroyed'), 'delete')
+    assert.equal(convergenceFor('failed', 'destroyed'), 'delete')
+  })
+
+  it('leaves alone what already meets its intent, and failed instances', () => {
+    assert.equal(convergenceFor('running', 'running'), null)
+    assert.equal(convergenceFor('stopped', 'stopped'), null)
+    assert.equal(convergenceFor('destroyed', 'destroyed'), null)
+    assert.equal(convergenceFor('failed', 'running'), null)
   })
 })

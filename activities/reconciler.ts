@@ -1,0 +1,217 @@
+/**
+ * Theory of operation: the reconciler's activities (I3, I5). Each pass of the `reconcile`
+ * workflow compares what the hosts have with what PostgreSQL records and mends the difference,
+ * only ever through the paths everything else uses: an agent's DELETE, a report to the
+ * instance's workflow, an operation started under the instance's workflow ID.
+ *
+ * Per reachable host:
+ * - a live VMM the control plane does not know, or knows as gone, or whose instance is destroyed,
+ *   is an orphan: reaped (logged first) once older than the orphan grace period, which leaves a
+ *   start in flight the time to record what it made;
+ * - a VMM process no agent record owns (a stray) is reaped the same way;
+ * - a VMM the agent reports at a newer generation than PostgreSQL holds is reported again (a
+ *   report that never arrived);
+ * - a VMM PostgreSQL believes live that the agent has no record of is reported gone: the agent
+ *   affirming it does not have it is one of the positive signals that may end a VMM (I2).
+ * Per instance: one left in a transitional state, or whose intent its state does not meet, with
+ * no workflow running for it, has its operation re-driven (`convergenceFor`); operations a dead
+ * execution left `running` are closed as interrupted. Then leaked reservations are released and
+ * expired idempotency keys dropped. Every pass records what it found and did.
+ */
+import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity'
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
+import { insertOperation } from '../db/operations.js'
+import type { Pool } from '../db/pool.js'
+import { VMM_COLUMNS, toVmm } from '../db/rows.js'
+import type { StrayView, VmmView } from '../domain/host-agent-api.js'
+import { instanceWorkflowId } from '../domain/ids.js'
+import type { InstanceState, IntendedState } from '../domain/instance.js'
+import { convergenceFor } from '../domain/instance-rules.js'
+import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import {
+  haltRequestedSignal,
+  operationStart,
+  reportDelivery,
+  WORKFLOW_TYPES,
+  type OperationRequest
+} from '../workflows/definitions.js'
+import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
+
+/** Counts of what a pass found and did, by kind. */
+export type ReconcileCounts = Record<string, number>
+
+export interface HostReconciliation {
+  hostId: string
+  reachable: boolean
+  counts: ReconcileCounts
+  actions: string[]
+}
+
+export interface DriftedInstance {
+  id: string
+  name: string
+  state: InstanceState
+  intendedState: IntendedState
+  stopGraceSeconds: number
+}
+
+export interface ReconcilePass {
+  id: string
+  startedAt: string
+  counts: ReconcileCounts
+  actions: string[]
+}
+
+/** Actions listed per pass at most (the counts are complete). */
+const MAX_ACTIONS = 100
+
+interface ReconcilerDependencies extends AgentCallDependencies {
+  orphanGraceMs: number
+}
+
+export function createReconciler (deps: ReconcilerDependencies) {
+  const { pool, client: agents } = deps
+
+  async function report (vmmReport: VmmReport): Promise<void> {
+    await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(vmmReport, activityInfo().taskQueue))
+  }
+
+  return {
+    async reconcilableHosts (): Promise<string[]> {
+      const { rows } = await pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id")
+      return rows.map((row) => row.id)
+    },
+
+    async reconcileHost (hostId: string): Promise<HostReconciliation> {
+      const result: HostReconciliation = { hostId, reachable: true, counts: {}, actions: [] }
+      const count = (kind: string): void => { result.counts[kind] = (result.counts[kind] ?? 0) + 1 }
+      const act = (kind: string, action: string): void => {
+        count(kind)
+        log.warn(action, { hostId })
+        if (result.actions.length < MAX_ACTIONS) result.actions.push(action)
+      }
+      let vmms: VmmView[]
+      let strays: StrayView[]
+      try {
+        vmms = await onAgent(deps, hostId, (url) => agents.listVmms(url))
+        strays = await onAgent(deps, hostId, (url) => agents.listStrays(url))
+      } catch {
+        return { ...result, reachable: false }
+      }
+      const known = await knownVmms(pool, hostId, vmms.map((v) => v.id))
+      const now = Date.now()
+      const young = (since: string): boolean => now - Date.parse(since) < deps.orphanGraceMs
+
+      for (const view of vmms) {
+        heartbeat()
+        const row = known.get(view.id)
+        if (!isTerminalVmmState(view.state) && (row === undefined || isTerminalVmmState(row.vmm.state) || row.instanceDestroyed)) {
+          if (young(view.createdAt)) { count('orphansWaiting'); continue }
+          const why = row === undefined
+            ? 'unknown to the control plane'
+            : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
+          act('orphansReaped', `reaped orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`)
+          await onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id))
+        } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
+          act('reportsResent', `reported VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`)
+          await report(toReport(view, hostId))
+        }
+      }
+      const onAgentNow = new Set(vmms.map((v) => v.id))
+      for (const { vmm } of known.values()) {
+        if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || young(vmm.createdAt)) continue
+        act('vmmsGone', `VMM ${vmm.id} of instance ${vmm.instanceId} is not on ${hostId}: reported gone`)
+        await report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString()))
+      }
+      for (const stray of strays) {
+        heartbeat()
+        if (young(stray.startedAt)) { count('straysWaiting'); continue }
+        act('straysReaped', `reaped stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`)
+        await onAgent(deps, hostId, (url) => agents.reapStray(url, stray))
+      }
+      return result
+    },
+
+    /** Instances whose state does not meet their intent, untouched for the grace period. */
+    async driftedInstances (): Promise<DriftedInstance[]> {
+      const { rows } = await pool.query(
+        `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
+          WHERE i.updated_at < now() - $1 * interval '1 millisecond'
+            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting')
+              OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
+              OR (i.intended_state = 'stopped' AND i.state = 'running')
+              OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
+          ORDER BY i.updated_at LIMIT 500`,
+        [deps.orphanGraceMs]
+      )
+      return rows
+        .map((row) => ({ id: row.id, name: row.name, state: row.state, intendedState: row.intended_state, stopGraceSeconds: row.stop_grace_seconds }))
+        .filter((i) => convergenceFor(i.state, i.intendedState) !== null)
+    },
+
+    /** Re-drives one instance's intent unless a workflow runs for it; what was done, or null. */
+    async redriveInstance (instance: DriftedInstance, operationId: string): Promise<string | null> {
+      const temporal = getClient()
+      const workflowId = instanceWorkflowId(instance.id)
+      try {
+        if ((await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING') return null
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err
+      }
+      const kind = convergenceFor(instance.state, instance.intendedState)
+      if (kind === null) return null
+      const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
+      const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
+      await pool.query(
+        `UPDATE operations SET status = 'failed', finished_at = now(), error = $2
+          WHERE instance_id = $1 AND finished_at IS NULL`,
+        [instance.id, JSON.stringify({ code: 'Interrupted', message: 'no workflow was running this operation; the reconciler re-drove the instance' })]
+      )
+      const options = operationStart(request, instance.name, activityInfo().taskQueue)
+      let runId: string
+      try {
+        runId = request.kind === 'start'
+          ? (await temporal.workflow.start(WORKFLOW_TYPES.start, { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
+          : (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], { ...options, signal: haltRequestedSignal, signalArgs: [request] })).signaledRunId
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError) return null
+        throw err
+      }
+      await insertOperation(pool, request, runId)
+      const action = `re-drove instance ${instance.name} (${instance.id}), ${instance.state} but meant to be ${instance.intendedState}: ${kind}`
+      log.warn(action)
+      return action
+    },
+
+    /** Reservations still held for VMMs that are gone. */
+    async releaseLeakedReservations (): Promise<number> {
+      const { rowCount } = await pool.query(
+        "DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.state IN ('destroyed', 'failed', 'lost')"
+      )
+      return rowCount ?? 0
+    },
+
+    async purgeIdempotencyKeys (): Promise<number> {
+      const { rowCount } = await pool.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '1 day'")
+      return rowCount ?? 0
+    },
+
+    async recordReconcilePass (pass: ReconcilePass): Promise<void> {
+      await pool.query(
+        'INSERT INTO reconcile_passes (id, started_at, counts, actions) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
+        [pass.id, pass.startedAt, JSON.stringify(pass.counts), JSON.stringify(pass.actions)]
+      )
+    }
+  }
+}
+
+/** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */
+async function knownVmms (pool: Pool, hostId: string, listed: string[]): Promise<Map<string, { vmm: VmmRecord, instanceDestroyed: boolean }>> {
+  const { rows } = await pool.query(
+    `SELECT ${VMM_COLUMNS}, i.destroyed_at IS NOT NULL AS instance_destroyed
+       FROM vmms v JOIN instances i ON i.id = v.instance_id
+      WHERE v.host_id = $1 AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = ANY($2::uuid[]))`,
+    [hostId, listed]
+  )
+  return new Map(rows.map((row) => [row.id, { vmm: toVmm(row), instanceDestroyed: row.instance_destroyed }]))
+}

@@ -1,0 +1,79 @@
+/**
+ * Crash points: how the fault tests kill a component at a chosen step of an operation.
+ *
+ * Inert unless `VMPLANE_CRASH_POINTS` names the dev stack's run directory (only fault tests set
+ * it). Then, when the code passes `crashPoint(name)`, it looks for `<run dir>/crash-plan.json`:
+ * `{"point": "<name>", "kill": "<component>"}`. If the plan names this point, the plan is removed
+ * (it fires once) and the named component — this process or another: worker, api, temporal,
+ * postgres, agent-host-1, … — is sent SIGKILL by the PID in its `<run dir>/<component>.pid`. The
+ * dev stack's supervisor then restarts it, as a service manager would.
+ *
+ * The points sit right after a side effect and before it is acknowledged: the moment a crash is
+ * most likely to leave something behind.
+ */
+import { readFileSync, unlinkSync } from 'node:fs'
+import { join } from 'node:path'
+
+export const CRASH_POINTS = [
+  /** API: the create's workflow started, its database transaction not yet committed. */
+  'create.after-workflow-start',
+  /** Worker: a new VMM's placement (row and reservation) committed. */
+  'place.after-commit',
+  /** Worker: the agent created the VMM; the activity has not returned. */
+  'ensure.after-agent',
+  /** Worker: the agent took a stop's power-button press and deadline. */
+  'press.after-agent',
+  /** Worker: the agent started a reboot. */
+  'reboot.after-agent',
+  /** Worker: the agent killed and cleaned up a VMM. */
+  'destroy.after-agent',
+  /** Worker: an instance change (state, event, operation) committed. */
+  'change.after-commit',
+  /** Agent: a new VMM's record is on disk; its process is not spawned yet. */
+  'agent.ensure.after-record',
+  /** Agent: a new VMM's process is spawned; the VM is not booted yet. */
+  'agent.ensure.after-spawn',
+  /** Agent: a stop's deadline is recorded. */
+  'agent.stop.after-deadline',
+  /** Agent: a VMM killed on request; its end not yet recorded. */
+  'agent.destroy.after-kill'
+] as const
+export type CrashPoint = (typeof CRASH_POINTS)[number]
+
+export interface CrashPlan {
+  point: CrashPoint
+  /** The component to SIGKILL, by the name of its PID file. */
+  kill: string
+}
+
+const runDir = process.env.VMPLANE_CRASH_POINTS ?? null
+
+export function crashPlanFile (dir: string): string {
+  return join(dir, 'crash-plan.json')
+}
+
+function takePlan (point: CrashPoint): CrashPlan | null {
+  if (runDir === null) return null
+  let plan: CrashPlan
+  try {
+    plan = JSON.parse(readFileSync(crashPlanFile(runDir), 'utf8'))
+  } catch {
+    return null
+  }
+  if (plan.point !== point) return null
+  try {
+    unlinkSync(crashPlanFile(runDir))
+  } catch {
+    return null // another process took it first
+  }
+  return plan
+}
+
+/** Kills the planned component if the crash plan names this point; does nothing otherwise. */
+export function crashPoint (point: CrashPoint): void {
+  const plan = takePlan(point)
+  if (plan === null || runDir === null) return
+  const pid = Number(readFileSync(join(runDir, `${plan.kill}.pid`), 'utf8').trim())
+  process.stderr.write(`crash point ${point}: SIGKILL to ${plan.kill} (pid ${pid})\n`)
+  process.kill(pid, 'SIGKILL')
+}

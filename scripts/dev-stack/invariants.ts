@@ -1,0 +1,136 @@
+/**
+ * The invariants a quiet stack must hold (DESIGN.md I3, I5), checked against everything at
+ * once: PostgreSQL, every host agent's records and the VMM processes actually running under
+ * each host's state directory. The fault tests and the crash campaign call it once their work
+ * has settled; it reports what it found rather than throwing, so that one check names every
+ * violation.
+ *
+ * - no duplicates: an instance has at most one live VMM in PostgreSQL, and a running instance
+ *   exactly one, which is its active VMM, running on its host with exactly one process;
+ * - no orphans: every VMM process and every live agent record belongs to a live VMM in
+ *   PostgreSQL whose instance is not destroyed;
+ * - nothing leaked: no reservation held for a VMM that is gone;
+ * - nothing stuck: no operation left in flight, and every instance at the state it is meant to be.
+ */
+import { join } from 'node:path'
+import pg from 'pg'
+import { findVmmProcesses, processCommandLine } from './processes.js'
+import type { StackInfo } from './stack-file.js'
+
+export interface InvariantReport {
+  instances: number
+  /** VMM processes under a host's directory that no live VMM in PostgreSQL accounts for. */
+  orphanProcesses: string[]
+  /** Live agent records that no live VMM in PostgreSQL accounts for. */
+  orphanRecords: string[]
+  /** Instances with more than one live VMM, or more than one process for their VMM. */
+  duplicates: string[]
+  leakedReservations: string[]
+  operationsInFlight: string[]
+  /** Instances not at their intended state, or whose state their VMM's reality contradicts. */
+  notAtIntent: string[]
+}
+
+const TERMINAL = new Set(['destroyed', 'failed', 'lost'])
+
+export function violationsOf (report: InvariantReport): string[] {
+  return [
+    ...report.orphanProcesses, ...report.orphanRecords, ...report.duplicates,
+    ...report.leakedReservations, ...report.operationsInFlight, ...report.notAtIntent
+  ]
+}
+
+export async function checkInvariants (stack: StackInfo): Promise<InvariantReport> {
+  const client = new pg.Client({ connectionString: stack.databaseUrl })
+  await client.connect()
+  try {
+    const instances = (await client.query(
+      'SELECT id, name, state, intended_state, active_vmm_id, destroyed_at FROM instances'
+    )).rows
+    const liveVmms = (await client.query(
+      'SELECT v.id, v.instance_id, v.host_id, v.state FROM vmms v WHERE v.state NOT IN (\'destroyed\', \'failed\', \'lost\')'
+    )).rows
+    const leaked = (await client.query(
+      'SELECT r.vmm_id, v.state FROM reservations r JOIN vmms v ON v.id = r.vmm_id WHERE v.state IN (\'destroyed\', \'failed\', \'lost\')'
+    )).rows
+    const inFlight = (await client.query(
+      'SELECT id, instance_id, kind, status FROM operations WHERE finished_at IS NULL'
+    )).rows
+
+    const report: InvariantReport = {
+      instances: instances.length,
+      orphanProcesses: [],
+      orphanRecords: [],
+      duplicates: [],
+      leakedReservations: leaked.map((r) => `reservation of ${r.state} VMM ${r.vmm_id} not released`),
+      operationsInFlight: inFlight.map((o) => `${o.kind} operation ${o.id} of instance ${o.instance_id} still ${o.status}`),
+      notAtIntent: []
+    }
+    const byId = new Map(liveVmms.map((v) => [v.id as string, v]))
+    const instanceById = new Map(instances.map((i) => [i.id as string, i]))
+    const processes = await vmmProcessesByVmm(stack)
+    const agentRecords = await liveAgentRecords(stack)
+
+    for (const [vmmId, pids] of processes) {
+      const vmm = byId.get(vmmId)
+      if (vmm === undefined || instanceById.get(vmm.instance_id)?.destroyed_at !== null) {
+        report.orphanProcesses.push(`VMM process(es) ${pids.join(', ')} of ${vmmId}: no live VMM in PostgreSQL`)
+      } else if (pids.length > 1) {
+        report.duplicates.push(`VMM ${vmmId} has ${pids.length} processes: ${pids.join(', ')}`)
+      }
+    }
+    for (const { hostId, vmmId, state } of agentRecords) {
+      if (byId.get(vmmId)?.host_id !== hostId) report.orphanRecords.push(`${hostId} holds VMM ${vmmId} (${state}), not live in PostgreSQL`)
+    }
+
+    const liveByInstance = new Map<string, typeof liveVmms>()
+    for (const vmm of liveVmms) liveByInstance.set(vmm.instance_id, [...(liveByInstance.get(vmm.instance_id) ?? []), vmm])
+    for (const instance of instances) {
+      const live = liveByInstance.get(instance.id) ?? []
+      const label = `instance ${instance.name} (${instance.id}, ${instance.state}, meant ${instance.intended_state})`
+      if (live.length > 1) report.duplicates.push(`${label} has ${live.length} live VMMs`)
+      if (instance.state !== instance.intended_state) report.notAtIntent.push(`${label} is not at its intended state`)
+      if (instance.state === 'running') {
+        const vmm = live.find((v) => v.id === instance.active_vmm_id)
+        const pids = vmm === undefined ? [] : processes.get(vmm.id) ?? []
+        const onAgent = vmm !== undefined && agentRecords.some((r) => r.vmmId === vmm.id && r.hostId === vmm.host_id)
+        if (vmm === undefined || pids.length !== 1 || !onAgent) {
+          report.notAtIntent.push(`${label}: active VMM ${instance.active_vmm_id} is ${vmm?.state ?? 'not live'}, ${pids.length} process(es), ${onAgent ? '' : 'not '}on its host`)
+        }
+      } else if (live.length > 0 && ['stopped', 'destroyed', 'failed'].includes(instance.state)) {
+        report.notAtIntent.push(`${label} still has live VMM(s) ${live.map((v) => v.id).join(', ')}`)
+      }
+    }
+    return report
+  } finally {
+    await client.end()
+  }
+}
+
+/** Every VMM process under every host's state directory, by the VMM ID in its socket path. */
+async function vmmProcessesByVmm (stack: StackInfo): Promise<Map<string, number[]>> {
+  const found = new Map<string, number[]>()
+  for (const host of stack.hosts) {
+    const vmmsDir = join(host.stateDir, 'vmms')
+    for (const pid of await findVmmProcesses(vmmsDir)) {
+      const argv = (await processCommandLine(pid))?.join(' ') ?? ''
+      const vmmId = new RegExp(`${vmmsDir}/([^/]+)/`).exec(argv)?.[1] ?? `unknown (pid ${pid})`
+      found.set(vmmId, [...(found.get(vmmId) ?? []), pid])
+    }
+  }
+  return found
+}
+
+async function liveAgentRecords (stack: StackInfo): Promise<Array<{ hostId: string, vmmId: string, state: string }>> {
+  const records = []
+  for (const host of stack.hosts) {
+    const response = await fetch(`${host.url}/v1/vmms`, {
+      headers: { authorization: `Bearer ${stack.agentToken}` },
+      signal: AbortSignal.timeout(10_000)
+    })
+    if (!response.ok) throw new Error(`GET ${host.url}/v1/vmms answered ${response.status}`)
+    const { items } = await response.json() as { items: Array<{ id: string, state: string }> }
+    for (const vmm of items) if (!TERMINAL.has(vmm.state)) records.push({ hostId: host.id, vmmId: vmm.id, state: vmm.state })
+  }
+  return records
+}

@@ -1,0 +1,104 @@
+/**
+ * The reconciler (activities/reconciler.ts) against hand-made orphans: a VMM created on a host
+ * agent behind vmplane's back (its instance unknown to PostgreSQL) and a simulator process
+ * started in an agent's state layout that no record owns. Neither is touched while younger than
+ * the orphan grace period; the next pass after it reaps both and says so.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { mkdir } from 'node:fs/promises'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
+import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
+import { SIMULATOR_PATH } from '../../scripts/dev-stack/hypervisor.js'
+import { checkInvariants, violationsOf } from '../../scripts/dev-stack/invariants.js'
+import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
+import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { newInstance, runningInstance, vmmProcesses } from '../helpers/instances.js'
+import { api, startStack, type TestStack } from '../helpers/stack.js'
+
+const GRACE_SECONDS = 4
+
+interface Pass { id: string, counts: Record<string, number>, actions: string[] }
+
+describe('the reconciler', () => {
+  let stack: TestStack
+  before(async () => {
+    // Passes only on demand here, so that each one the test asks for is the one it reads.
+    stack = await startStack({ hosts: 1, env: { VMPLANE_ORPHAN_GRACE_SECONDS: String(GRACE_SECONDS), VMPLANE_RECONCILE_SECONDS: '3600' } })
+  })
+  after(async () => { await stack?.stop() })
+
+  async function lastPassId (): Promise<string | null> {
+    return (await api(stack).get<{ items: Pass[] }>('/v1/admin/reconcile?limit=1')).body.items[0]?.id ?? null
+  }
+
+  /** Triggers a pass (through the API, or with `temporal schedule trigger`) and waits for its record. */
+  async function reconcileNow (via: 'api' | 'temporal' = 'api'): Promise<Pass> {
+    const previous = await lastPassId()
+    if (via === 'api') {
+      assert.equal((await api(stack).post('/v1/admin/reconcile')).status, 202)
+    } else {
+      await promisify(execFile)(process.env.TEMPORAL_CLI ?? 'temporal', [
+        'schedule', 'trigger', '--schedule-id', 'vmplane-reconciler', '--address', stack.info.temporalAddress
+      ])
+    }
+    return await waitFor('a new reconcile pass recorded', async () => {
+      const pass = (await api(stack).get<{ items: Pass[] }>('/v1/admin/reconcile?limit=1')).body.items[0]
+      return pass !== undefined && pass.id !== previous ? pass : null
+    }, { timeoutMs: 30_000, intervalMs: 100 })
+  }
+
+  it('runs as a Temporal Schedule, triggered by the API and by `temporal schedule trigger`', async () => {
+    const host = stack.info.hosts[0]!.id
+    const viaApi = await reconcileNow('api')
+    assert.equal(viaApi.counts.hostsChecked, 1, `the pass checked ${host}: ${JSON.stringify(viaApi.counts)}`)
+    const viaCli = await reconcileNow('temporal')
+    assert.notEqual(viaCli.id, viaApi.id)
+    assert.equal(viaCli.counts.hostsChecked, 1)
+  })
+
+  it('leaves running instances alone', async () => {
+    const instance = await runningInstance(stack, 'kept-by-reconciler')
+    await sleep(GRACE_SECONDS * 1000)
+    const pass = await reconcileNow()
+    assert.equal(pass.counts.orphansReaped ?? 0, 0)
+    assert.equal(pass.counts.instancesRedriven ?? 0, 0)
+    assert.equal((await vmmProcesses(stack, instance.vmm!)).length, 1)
+  })
+
+  it('reaps a VMM unknown to PostgreSQL and a stray VMM process after the grace period, and reports both', async () => {
+    const host = stack.info.hosts[0]!
+    const orphanId = randomUUID()
+    const put = await fetch(`${host.url}/v1/vmms/${orphanId}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${stack.info.agentToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ instanceId: randomUUID(), instanceName: 'made-by-hand', spec: { vcpus: 1, memoryMiB: 256, boot: newInstance('x').boot } })
+    })
+    assert.equal(put.status, 201, await put.text())
+    const strayPaths = vmmPaths(join(host.stateDir, 'vmms', randomUUID()))
+    await mkdir(strayPaths.dir, { recursive: true })
+    launchVmm(SIMULATOR_PATH, strayPaths)
+    const orphanDir = join(host.stateDir, 'vmms', orphanId)
+    await waitFor('both hand-made VMM processes up', async () =>
+      (await findVmmProcesses(orphanDir)).length === 1 && (await findVmmProcesses(strayPaths.dir)).length === 1, { timeoutMs: 10_000 })
+
+    const early = await reconcileNow()
+    assert.equal(early.counts.orphansWaiting, 1, `within the grace period: ${JSON.stringify(early.counts)}`)
+    assert.equal(early.counts.straysWaiting, 1)
+    assert.equal((await findVmmProcesses(orphanDir)).length, 1, 'not reaped within the grace period')
+
+    await sleep(GRACE_SECONDS * 1000)
+    const pass = await reconcileNow()
+    assert.equal(pass.counts.orphansReaped, 1, JSON.stringify(pass))
+    assert.equal(pass.counts.straysReaped, 1, JSON.stringify(pass))
+    assert.ok(pass.actions.some((a) => a.includes(orphanId) && a.includes('unknown to the control plane')), pass.actions.join('\n'))
+    assert.ok(pass.actions.some((a) => a.includes(strayPaths.apiSocket)), pass.actions.join('\n'))
+    assert.deepEqual(await findVmmProcesses(orphanDir), [])
+    assert.deepEqual(await findVmmProcesses(strayPaths.dir), [])
+    assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
+  })
+})

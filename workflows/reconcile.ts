@@ -1,0 +1,42 @@
+/**
+ * One pass of the reconciler (activities/reconciler.ts has the theory), run by the Temporal
+ * Schedule `vmplane-reconciler` every VMPLANE_RECONCILE_SECONDS and on demand
+ * (`POST /v1/admin/reconcile`, `temporal schedule trigger --schedule-id vmplane-reconciler`).
+ * Its result, the counts by kind and what it did, shows in the Temporal UI and in
+ * `GET /v1/admin/reconcile`.
+ */
+import { uuid4 } from '@temporalio/workflow'
+import type { ReconcileCounts } from '../activities/reconciler.js'
+import { agents, records } from './activities.js'
+
+export interface ReconcileSummary {
+  passId: string
+  counts: ReconcileCounts
+  actions: string[]
+}
+
+export async function reconcile (): Promise<ReconcileSummary> {
+  const passId = uuid4()
+  const startedAt = new Date().toISOString()
+  const counts: ReconcileCounts = {}
+  const actions: string[] = []
+  const add = (kind: string, n: number): void => { if (n > 0) counts[kind] = (counts[kind] ?? 0) + n }
+
+  const hosts = await agents.reconcilableHosts()
+  for (const host of await Promise.all(hosts.map((hostId) => agents.reconcileHost(hostId)))) {
+    add(host.reachable ? 'hostsChecked' : 'hostsUnreachable', 1)
+    for (const [kind, n] of Object.entries(host.counts)) add(kind, n)
+    actions.push(...host.actions)
+  }
+  for (const instance of await agents.driftedInstances()) {
+    const action = await agents.redriveInstance(instance, uuid4())
+    if (action !== null) {
+      add('instancesRedriven', 1)
+      actions.push(action)
+    }
+  }
+  add('reservationsReleased', await agents.releaseLeakedReservations())
+  add('idempotencyKeysExpired', await agents.purgeIdempotencyKeys())
+  await records.recordReconcilePass({ id: passId, startedAt, counts, actions })
+  return { passId, counts, actions }
+}
