@@ -29,6 +29,15 @@ export const WORKFLOW_TYPES = {
 export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
 
 /**
+ * The `patched()` IDs of changes to shipped workflows: executions that began before a change
+ * replay the old way (test/replay holds recorded histories of both).
+ */
+export const PATCHES = {
+  /** bootNewVmm chooses the new VMM's ID before fencing the older ones. */
+  vmmIdBeforeFence: 'vmm-id-before-fence'
+} as const
+
+/**
  * Every starter of an instance or host workflow sets this: a worker that dies holding a workflow
  * task gives it back within this time (Temporal's default is 10 s, too long for a stop's bound).
  */

@@ -3,16 +3,17 @@
  *
  * 1. Fence (I6): every earlier VMM of the instance that is not confirmed gone is destroyed
  *    first, so an instance never has two live VMMs.
- * 2. Place: the new VMM's ID is chosen here (deterministically, so a replay picks the same one)
- *    and recorded with its host and reservation before anything happens on the host (I3).
+ * 2. Place: the new VMM's ID (chosen deterministically before the fence, so a replay or a
+ *    retried task picks the same one) is recorded with its host and reservation before
+ *    anything happens on the host (I3).
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
  *    agent answers.
  * 4. Wait for the VMM to report `running`, at most the boot timeout from placement. A VMM that
  *    never gets there is killed and the instance is left `stopped` with the reason; the
  *    operation fails, and a new start may proceed at once.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, uuid4 } from '@temporalio/workflow'
-import type { CreateRequest, RebootRequest, StartRequest } from './definitions.js'
+import { ActivityFailure, ApplicationFailure, CancellationScope, condition, patched, uuid4 } from '@temporalio/workflow'
+import { PATCHES, type CreateRequest, type RebootRequest, type StartRequest } from './definitions.js'
 import { agents } from './activities.js'
 import type { InstanceExecution, OperationBody } from './execution.js'
 import { destroyOnHost, isGone, isRunning } from './vmm-actions.js'
@@ -41,11 +42,16 @@ interface StartFailure {
 
 /** Steps 1–4 above, recording the operation's outcome; used by start, create and reboot. */
 export async function bootNewVmm (x: InstanceExecution, request: StartRequest | CreateRequest | RebootRequest): Promise<void> {
+  // The new VMM's ID is chosen before the fence: a worker that died right after the placement
+  // committed leaves the placed VMM live in PostgreSQL, and the retried task, which picks the
+  // same ID, must not fence it as an older one (found by the fault matrix). Executions that
+  // began without this patch chose the ID after the fence and replay that way.
+  const chosenFirst = patched(PATCHES.vmmIdBeforeFence) ? uuid4() : null
   x.phase = 'fencing'
-  for (const older of x.liveVmms()) await destroyOnHost(x, older)
+  for (const older of x.liveVmms()) if (older.id !== chosenFirst) await destroyOnHost(x, older)
 
   x.phase = 'placing'
-  const vmmId = uuid4()
+  const vmmId = chosenFirst ?? uuid4()
   const placement = await x.place(vmmId, { kind: 'vmm-placed', message: `placed VMM ${vmmId}` })
   if ('reason' in placement) {
     await failStart(x, request, { code: 'NoCapacity', message: placement.reason })
