@@ -11,8 +11,11 @@
  * - a VMM process no agent record owns (a stray) is reaped the same way;
  * - a VMM the agent reports at a newer generation than PostgreSQL holds is reported again (a
  *   report that never arrived);
- * - a VMM PostgreSQL believes live that the agent has no record of is reported gone: the agent
- *   affirming it does not have it is one of the positive signals that may end a VMM (I2).
+ * - a VMM PostgreSQL believes live that the agent has no record of, though the agent has
+ *   reported it before, is reported gone: the agent affirming it does not have it is one of the
+ *   positive signals that may end a VMM (I2). One never reported belongs to the start that
+ *   placed it, which may not have reached the agent yet (a worker killed between placement and
+ *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
  * no workflow running for it, has its operation re-driven (`convergenceFor`); operations a dead
  * execution left `running` are closed as interrupted. Then leaked reservations are released and
@@ -85,10 +88,18 @@ export function createReconciler (deps: ReconcilerDependencies) {
     async reconcileHost (hostId: string): Promise<HostReconciliation> {
       const result: HostReconciliation = { hostId, reachable: true, counts: {}, actions: [] }
       const count = (kind: string): void => { result.counts[kind] = (result.counts[kind] ?? 0) + 1 }
-      const act = (kind: string, action: string): void => {
-        count(kind)
+      const note = (action: string): void => { if (result.actions.length < MAX_ACTIONS) result.actions.push(action) }
+      // Logged before it is done; one that fails is counted and left for the next pass.
+      const act = async (kind: string, action: string, deed: () => Promise<unknown>): Promise<void> => {
         log.warn(action, { hostId })
-        if (result.actions.length < MAX_ACTIONS) result.actions.push(action)
+        try {
+          await deed()
+          count(kind)
+          note(action)
+        } catch (err) {
+          count('actionsFailed')
+          note(`failed: ${action}: ${(err as Error).message}`)
+        }
       }
       let vmms: VmmView[]
       let strays: StrayView[]
@@ -110,24 +121,26 @@ export function createReconciler (deps: ReconcilerDependencies) {
           const why = row === undefined
             ? 'unknown to the control plane'
             : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
-          act('orphansReaped', `reaped orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`)
-          await onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id))
+          await act('orphansReaped', `reaping orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`,
+            () => onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id)))
         } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
-          act('reportsResent', `reported VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`)
-          await report(toReport(view, hostId))
+          await act('reportsResent', `reporting VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`,
+            () => report(toReport(view, hostId)))
         }
       }
       const onAgentNow = new Set(vmms.map((v) => v.id))
       for (const { vmm } of known.values()) {
-        if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || young(vmm.createdAt)) continue
-        act('vmmsGone', `VMM ${vmm.id} of instance ${vmm.instanceId} is not on ${hostId}: reported gone`)
-        await report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString()))
+        // A VMM its host has never reported may not be there yet: the start that placed it is
+        // still on its way to the agent, and its own boot deadline ends it if it never arrives.
+        if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || vmm.generation === 0 || young(vmm.createdAt)) continue
+        await act('vmmsGone', `reporting VMM ${vmm.id} of instance ${vmm.instanceId} gone: ${hostId} has no record of it`,
+          () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
       }
       for (const stray of strays) {
         heartbeat()
         if (young(stray.startedAt)) { count('straysWaiting'); continue }
-        act('straysReaped', `reaped stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`)
-        await onAgent(deps, hostId, (url) => agents.reapStray(url, stray))
+        await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
+          () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
       }
       return result
     },

@@ -42,5 +42,15 @@ export const agents = proxyActivities<Activities>({
   }
 })
 
+/**
+ * The reconciler's work: a whole host's inventory in one call, heartbeating as it goes. A pass
+ * that keeps failing gives up; the next one, a period later, starts afresh.
+ */
+export const reconciler = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', maximumAttempts: 3 }
+})
+
 /** The worker's settings, read once per execution and recorded in its history. */
 export const settings = proxyLocalActivities<Activities>({ startToCloseTimeout: '5 seconds' })

@@ -7,7 +7,7 @@
  */
 import { uuid4 } from '@temporalio/workflow'
 import type { ReconcileCounts } from '../activities/reconciler.js'
-import { agents, records } from './activities.js'
+import { reconciler, records } from './activities.js'
 
 export interface ReconcileSummary {
   passId: string
@@ -22,21 +22,21 @@ export async function reconcile (): Promise<ReconcileSummary> {
   const actions: string[] = []
   const add = (kind: string, n: number): void => { if (n > 0) counts[kind] = (counts[kind] ?? 0) + n }
 
-  const hosts = await agents.reconcilableHosts()
-  for (const host of await Promise.all(hosts.map((hostId) => agents.reconcileHost(hostId)))) {
+  const hosts = await reconciler.reconcilableHosts()
+  for (const host of await Promise.all(hosts.map((hostId) => reconciler.reconcileHost(hostId)))) {
     add(host.reachable ? 'hostsChecked' : 'hostsUnreachable', 1)
     for (const [kind, n] of Object.entries(host.counts)) add(kind, n)
     actions.push(...host.actions)
   }
-  for (const instance of await agents.driftedInstances()) {
-    const action = await agents.redriveInstance(instance, uuid4())
+  for (const instance of await reconciler.driftedInstances()) {
+    const action = await reconciler.redriveInstance(instance, uuid4())
     if (action !== null) {
       add('instancesRedriven', 1)
       actions.push(action)
     }
   }
-  add('reservationsReleased', await agents.releaseLeakedReservations())
-  add('idempotencyKeysExpired', await agents.purgeIdempotencyKeys())
+  add('reservationsReleased', await reconciler.releaseLeakedReservations())
+  add('idempotencyKeysExpired', await reconciler.purgeIdempotencyKeys())
   await records.recordReconcilePass({ id: passId, startedAt, counts, actions })
   return { passId, counts, actions }
 }
