@@ -34,7 +34,9 @@ export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
  */
 export const PATCHES = {
   /** bootNewVmm chooses the new VMM's ID before fencing the older ones. */
-  vmmIdBeforeFence: 'vmm-id-before-fence'
+  vmmIdBeforeFence: 'vmm-id-before-fence',
+  /** An instance execution ends its first workflow task once its snapshot is loaded. */
+  snapshotBeforeWrites: 'snapshot-before-writes'
 } as const
 
 /**

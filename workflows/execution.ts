@@ -32,7 +32,9 @@ import {
   condition,
   isCancellation,
   makeContinueAsNewFunc,
+  patched,
   setHandler,
+  sleep,
   upsertSearchAttributes,
   uuid4,
   workflowInfo
@@ -45,6 +47,7 @@ import type { OperationError, OperationKind, OperationStatus } from '../domain/o
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents, records, settings } from './activities.js'
 import {
+  PATCHES,
   WORKFLOW_TYPES,
   declareHostLostSignal,
   forceStopSignal,
@@ -139,6 +142,13 @@ export class InstanceExecution {
     this.settings = await settings.operationSettings()
     this.useSnapshot(await CancellationScope.nonCancellable(load))
     if (this.snapshot === null) return
+    // The snapshot is recorded in the history before the first write. Local activities are
+    // recorded only when their workflow task completes: a worker that died after a write but
+    // before that would otherwise retry the task with a fresh load showing its own write, take
+    // another path (a reboot finding the instance already `rebooting`), and lose that path's
+    // writes to the event IDs the first attempt used (found by the fault matrix). A 1 ms timer
+    // ends the task here.
+    if (patched(PATCHES.snapshotBeforeWrites)) await sleep(1)
     // The pump runs as long as the execution and never settles; were it to fail, the rejection
     // would fail the workflow task, which Temporal retries.
     // eslint-disable-next-line no-void
