@@ -3,7 +3,7 @@
  * sure the Temporal tools are there (building them the first time takes minutes, better spent
  * here than inside a test's timeout), lint, then run the compiled tests with Node's test runner,
  * one file at a time, folder by folder: unit first, then any other folder, then host-agent,
- * stack and integration. Every folder runs even when an earlier one failed; the exit status is
+ * stack, integration and the fault matrix. Every folder runs even when an earlier one failed; the exit status is
  * non-zero if anything did. Reports and the stacks' logs go to test-output/.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -13,7 +13,7 @@ import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.
 const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
 const OUTPUT = join(REPO_ROOT, 'test-output')
 const FIRST = ['unit']
-const LAST = ['host-agent', 'stack', 'integration']
+const LAST = ['host-agent', 'stack', 'integration', 'faults']
 
 ensureInstalled()
 ensureBuilt()
