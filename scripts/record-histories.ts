@@ -109,12 +109,22 @@ await new Promise((resolve) => setTimeout(resolve, 500))
 await client.workflow.getHandle(instanceWorkflowId(forced)).signal(forceStopSignal, { reason: 'replay' })
 await settled(forced, 'stopped')
 
+// a reconciler pass, triggered as an operator would
+const passes = async (): Promise<number> => (await call('GET', '/v1/admin/reconcile?limit=100')).items.length
+const before = await passes()
+await call('POST', '/v1/admin/reconcile')
+await waitFor('a reconcile pass', async () => await passes() > before ? true : null, { timeoutMs: 30_000, intervalMs: 250 })
+
 // `temporal workflow show --output json` writes the JSON form the SDK's replayer reads.
 const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
 let saved = 0
-const workflowIds = [...ids.map(instanceWorkflowId), ...info.hosts.map((h) => hostWorkflowId(h.id))]
-for (const workflowId of workflowIds) {
-  for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+const queries = [
+  ...[...ids.map(instanceWorkflowId), ...info.hosts.map((h) => hostWorkflowId(h.id))].map((id) => `WorkflowId = '${id}'`),
+  "WorkflowType = 'reconcile' AND ExecutionStatus = 'Completed'"
+]
+for (const query of queries) {
+  for await (const execution of client.workflow.list({ query })) {
+    const workflowId = execution.workflowId
     const { stdout } = await promisify(execFile)(temporal, [
       'workflow', 'show', '--address', info.temporalAddress, '--namespace', info.namespace,
       '--workflow-id', workflowId, '--run-id', execution.runId, '--output', 'json'

@@ -22,7 +22,7 @@ describe('replay of recorded histories', async () => {
 
   it('has histories of every workflow type', () => {
     const types = new Set(files.map((name) => name.slice(0, name.indexOf('-'))))
-    for (const type of ['createInstance', 'startInstance', 'stopInstance', 'rebootInstance', 'deleteInstance', 'applyVmmReports', 'monitorHost']) {
+    for (const type of ['createInstance', 'startInstance', 'stopInstance', 'rebootInstance', 'deleteInstance', 'applyVmmReports', 'monitorHost', 'reconcile']) {
       assert.ok(types.has(type), `no recorded history of ${type}`)
     }
   })

@@ -1,0 +1,228 @@
+/**
+ * The crash campaign (DESIGN.md I3, I5; the answer to crossplane/upjet #305): N instances created
+ * and started across the stack's hosts through the HTTP API with bounded concurrency, then all
+ * stopped, then all deleted; during each phase the worker and a host agent are SIGKILLed at
+ * random moments, several times, and the dev stack restarts them. The client is a careful one:
+ * every request carries an Idempotency-Key and is retried with it while the API cannot answer.
+ *
+ * After each phase the campaign waits until every instance is at the phase's state with nothing
+ * in flight, then checks the invariants against PostgreSQL, the agents and the processes
+ * (scripts/dev-stack/invariants.ts). The report counts orphan VMMs, duplicate VMMs, leaked
+ * reservations and instances not at their intended state (all targets 0), and what the
+ * reconciler did meanwhile.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import { checkInvariants, violationsOf, type InvariantReport } from '../dev-stack/invariants.js'
+import type { LaunchedStack } from '../dev-stack/launcher.js'
+import { sendUntilAnswered } from '../dev-stack/retrying-client.js'
+import { waitFor } from '../dev-stack/wait.js'
+
+export interface CampaignOptions {
+  instances: number
+  /** Requests in flight at once. */
+  concurrency: number
+  /** SIGKILLs of the worker, and as many of a host agent, in each phase. */
+  crashesPerPhase: number
+  /** How long a phase may take to converge once its requests are answered. */
+  convergeTimeoutMs: number
+  log: (line: string) => void
+}
+
+/** The stack settings the campaign runs with: room for every instance, a brisk reconciler. */
+export const CAMPAIGN_STACK_ENV = {
+  VMPLANE_HOST_VCPUS: '100000',
+  VMPLANE_HOST_MEMORY_MIB: '100000000',
+  VMPLANE_RECONCILE_SECONDS: '15',
+  VMPLANE_ORPHAN_GRACE_SECONDS: '20'
+}
+
+export interface PhaseReport {
+  requests: number
+  /** From the first request to every instance at the phase's state. */
+  convergedSeconds: number
+  perSecond: number
+  /** Requests sent again (same Idempotency-Key) because the API could not answer. */
+  retries: number
+  kills: string[]
+}
+
+export interface InvariantCounts {
+  orphanVmms: number
+  duplicateVmms: number
+  leakedReservations: number
+  notAtIntent: number
+  operationsInFlight: number
+}
+
+export interface CampaignReport {
+  instances: number
+  hosts: number
+  concurrency: number
+  phases: Record<'create' | 'stop' | 'delete', PhaseReport>
+  /** Checked with every instance running, and again at the end, after a reconcile pass. */
+  afterCreate: InvariantCounts
+  afterRun: InvariantCounts
+  violations: string[]
+  /** What the reconciler's passes during the campaign found and did, by kind. */
+  reconcilerActions: Record<string, number>
+}
+
+interface Phase {
+  name: 'create' | 'stop' | 'delete'
+  target: 'running' | 'stopped' | 'destroyed'
+  send: (index: number) => Promise<void>
+}
+
+export async function runCampaign (stack: LaunchedStack, options: CampaignOptions): Promise<CampaignReport> {
+  const db = new pg.Client({ connectionString: stack.info.databaseUrl })
+  await db.connect()
+  const began = new Date()
+  const ids: string[] = []
+  let retries = 0
+  const send = async (method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<string> => {
+    const response = await sendUntilAnswered<{ instance: { id: string } }>(stack, method, path, body, {
+      timeoutMs: 600_000,
+      onRetry: () => { retries++ }
+    })
+    if (response.status !== 202 && response.status !== 200) throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(response.body)}`)
+    return response.body.instance.id
+  }
+  const phases: Phase[] = [
+    {
+      name: 'create',
+      target: 'running',
+      send: async (i) => {
+        ids[i] = await send('POST', '/v1/instances', {
+          name: `campaign-${i}`, vcpus: 1, memoryMiB: 64, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline: 'console=ttyS0' }
+        })
+      }
+    },
+    { name: 'stop', target: 'stopped', send: async (i) => { await send('POST', `/v1/instances/${ids[i]}/stop`, { graceSeconds: 5 }) } },
+    { name: 'delete', target: 'destroyed', send: async (i) => { await send('DELETE', `/v1/instances/${ids[i]}?graceSeconds=0`) } }
+  ]
+
+  try {
+    const reports: Partial<Record<Phase['name'], PhaseReport>> = {}
+    let afterCreate: InvariantReport | null = null
+    for (const phase of phases) {
+      retries = 0
+      const started = Date.now()
+      const kills = await sendAll(stack, phase, options)
+      options.log(`${phase.name}: ${options.instances} requests answered in ${seconds(Date.now() - started)} s; waiting for every instance to be ${phase.target}`)
+      await convergence(db, phase.target, options)
+      const convergedSeconds = (Date.now() - started) / 1000
+      reports[phase.name] = { requests: options.instances, convergedSeconds, perSecond: options.instances / convergedSeconds, retries, kills }
+      options.log(`${phase.name}: converged in ${convergedSeconds.toFixed(1)} s (${(options.instances / convergedSeconds).toFixed(1)} instances/s)`)
+      if (phase.name === 'create') afterCreate = await settledInvariants(stack)
+    }
+    // A last pass, once the orphan grace period is over: anything left behind is reaped now or
+    // counted below.
+    await sleep(Number(CAMPAIGN_STACK_ENV.VMPLANE_ORPHAN_GRACE_SECONDS) * 1000)
+    await reconcilePass(stack, db)
+    const afterRun = await settledInvariants(stack)
+    return {
+      instances: options.instances,
+      hosts: stack.info.hosts.length,
+      concurrency: options.concurrency,
+      phases: reports as CampaignReport['phases'],
+      afterCreate: countsOf(afterCreate!),
+      afterRun: countsOf(afterRun),
+      violations: [...violationsOf(afterCreate!), ...violationsOf(afterRun)].slice(0, 50),
+      reconcilerActions: await reconcilerActionsSince(db, began)
+    }
+  } finally {
+    await db.end()
+  }
+}
+
+/**
+ * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent when
+ * the count of answered requests crosses random thresholds. Returns what it killed, and when.
+ */
+async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOptions): Promise<string[]> {
+  const victims = Array.from({ length: options.crashesPerPhase }, () => ['worker', `agent-${pick(stack.info.hosts).id}`]).flat()
+  const plan = victims
+    .map((component) => ({ component, at: Math.floor((0.05 + 0.9 * Math.random()) * options.instances) }))
+    .sort((a, b) => a.at - b.at)
+  const kills: string[] = []
+  const killed = new Set<string>()
+  let next = 0
+  let answered = 0
+  const worker = async (): Promise<void> => {
+    while (next < options.instances) {
+      const index = next++
+      await phase.send(index)
+      answered++
+      while (plan.length > 0 && plan[0]!.at <= answered) {
+        const { component } = plan.shift()!
+        // A component killed a moment ago is killed again only once its successor runs.
+        if (killed.has(component)) await stack.waitForRestart(component)
+        killed.add(component)
+        const pid = await stack.kill(component)
+        kills.push(`${component} (pid ${pid}) after ${answered} requests`)
+        options.log(`${phase.name}: SIGKILL ${component} after ${answered} of ${options.instances} requests`)
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(options.concurrency, options.instances) }, worker))
+  return kills
+}
+
+/** Waits until every campaign instance is at `target` with no operation in flight. */
+async function convergence (db: pg.Client, target: string, options: CampaignOptions): Promise<void> {
+  let last = ''
+  await waitFor(`every instance ${target}`, async () => {
+    const { rows } = await db.query(
+      `SELECT count(*) FILTER (WHERE i.state <> $1 OR EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = i.id AND o.finished_at IS NULL))::int AS pending,
+              string_agg(DISTINCT i.state, ', ') FILTER (WHERE i.state <> $1) AS states
+         FROM instances i WHERE i.name LIKE 'campaign-%'`,
+      [target]
+    )
+    last = `${rows[0].pending} not yet ${target} (${rows[0].states ?? 'operations in flight'})`
+    return rows[0].pending === 0 ? true : null
+  }, { timeoutMs: options.convergeTimeoutMs, intervalMs: 1000, detail: () => last })
+}
+
+/** The invariants, once the agents answer (one may just have been restarted). */
+async function settledInvariants (stack: LaunchedStack): Promise<InvariantReport> {
+  await stack.waitForReady()
+  return await checkInvariants(stack.info)
+}
+
+async function reconcilePass (stack: LaunchedStack, db: pg.Client): Promise<void> {
+  const since = new Date()
+  await stack.waitForReady()
+  await sendUntilAnswered(stack, 'POST', '/v1/admin/reconcile')
+  await waitFor('a reconcile pass after the campaign', async () => {
+    const { rows } = await db.query('SELECT 1 FROM reconcile_passes WHERE started_at >= $1', [since])
+    return rows.length > 0 ? true : null
+  }, { timeoutMs: 120_000, intervalMs: 500 })
+}
+
+async function reconcilerActionsSince (db: pg.Client, since: Date): Promise<Record<string, number>> {
+  const { rows } = await db.query(
+    `SELECT kind, sum(value::int)::int AS n FROM reconcile_passes, jsonb_each_text(counts) AS c(kind, value)
+      WHERE started_at >= $1 AND kind <> 'hostsChecked' GROUP BY kind ORDER BY kind`,
+    [since]
+  )
+  return Object.fromEntries(rows.map((row) => [row.kind, row.n]))
+}
+
+function countsOf (report: InvariantReport): InvariantCounts {
+  return {
+    orphanVmms: report.orphanProcesses.length + report.orphanRecords.length,
+    duplicateVmms: report.duplicates.length,
+    leakedReservations: report.leakedReservations.length,
+    notAtIntent: report.notAtIntent.length,
+    operationsInFlight: report.operationsInFlight.length
+  }
+}
+
+function pick<T> (items: readonly T[]): T {
+  return items[Math.floor(Math.random() * items.length)]!
+}
+
+function seconds (ms: number): string {
+  return (ms / 1000).toFixed(1)
+}
