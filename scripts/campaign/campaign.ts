@@ -3,10 +3,13 @@
  * and started across the stack's hosts through the HTTP API with bounded concurrency, then all
  * stopped, then all deleted; during each phase the worker and a host agent are SIGKILLed at
  * random moments, several times, and the dev stack restarts them. The client is a careful one:
- * every request carries an Idempotency-Key and is retried with it while the API cannot answer.
+ * every request carries an Idempotency-Key and is retried with it while the API cannot answer,
+ * and the concurrency bounds operations, not requests: a slot is free again once its instance's
+ * operation has ended (the API answers 202 at once; without this bound the campaign would only
+ * measure how deep a backlog the stack can queue).
  *
  * After each phase the campaign waits until every instance is at the phase's state with nothing
- * in flight, then checks the invariants against PostgreSQL, the agents and the processes
+ * in flight (a reconcile period or two, for anything it must re-drive), then checks the invariants against PostgreSQL, the agents and the processes
  * (scripts/dev-stack/invariants.ts). The report counts orphan VMMs, duplicate VMMs, leaked
  * reservations and instances not at their intended state (all targets 0), and what the
  * reconciler did meanwhile.
@@ -24,7 +27,7 @@ export interface CampaignOptions {
   concurrency: number
   /** SIGKILLs of the worker, and as many of a host agent, in each phase. */
   crashesPerPhase: number
-  /** How long a phase may take to converge once its requests are answered. */
+  /** How long a phase may take to converge once its operations have ended. */
   convergeTimeoutMs: number
   log: (line: string) => void
 }
@@ -39,6 +42,7 @@ export const CAMPAIGN_STACK_ENV = {
 
 export interface PhaseReport {
   requests: number
+  converged: boolean
   /** From the first request to every instance at the phase's state. */
   convergedSeconds: number
   perSecond: number
@@ -68,6 +72,9 @@ export interface CampaignReport {
   reconcilerActions: Record<string, number>
 }
 
+/** A slot waits this long at most for its operation; convergence then finds what did not end. */
+const OPERATION_WAIT_MS = 300_000
+
 interface Phase {
   name: 'create' | 'stop' | 'delete'
   target: 'running' | 'stopped' | 'destroyed'
@@ -88,6 +95,7 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
     if (response.status !== 202 && response.status !== 200) throw new Error(`${method} ${path} answered ${response.status}: ${JSON.stringify(response.body)}`)
     return response.body.instance.id
   }
+  const operations = new OperationWatch(db)
   const phases: Phase[] = [
     {
       name: 'create',
@@ -96,10 +104,25 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
         ids[i] = await send('POST', '/v1/instances', {
           name: `campaign-${i}`, vcpus: 1, memoryMiB: 64, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline: 'console=ttyS0' }
         })
+        await operations.ended(ids[i]!)
       }
     },
-    { name: 'stop', target: 'stopped', send: async (i) => { await send('POST', `/v1/instances/${ids[i]}/stop`, { graceSeconds: 5 }) } },
-    { name: 'delete', target: 'destroyed', send: async (i) => { await send('DELETE', `/v1/instances/${ids[i]}?graceSeconds=0`) } }
+    {
+      name: 'stop',
+      target: 'stopped',
+      send: async (i) => {
+        await send('POST', `/v1/instances/${ids[i]}/stop`, { graceSeconds: 5 })
+        await operations.ended(ids[i]!)
+      }
+    },
+    {
+      name: 'delete',
+      target: 'destroyed',
+      send: async (i) => {
+        await send('DELETE', `/v1/instances/${ids[i]}?graceSeconds=0`)
+        await operations.ended(ids[i]!)
+      }
+    }
   ]
 
   try {
@@ -109,11 +132,12 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       retries = 0
       const started = Date.now()
       const kills = await sendAll(stack, phase, options)
-      options.log(`${phase.name}: ${options.instances} requests answered in ${seconds(Date.now() - started)} s; waiting for every instance to be ${phase.target}`)
-      await convergence(db, phase.target, options)
+      const operationsSeconds = (Date.now() - started) / 1000
+      options.log(`${phase.name}: ${options.instances} operations ended in ${operationsSeconds.toFixed(1)} s; waiting for every instance to be ${phase.target}`)
+      const converged = await convergence(db, phase.target, options)
       const convergedSeconds = (Date.now() - started) / 1000
-      reports[phase.name] = { requests: options.instances, convergedSeconds, perSecond: options.instances / convergedSeconds, retries, kills }
-      options.log(`${phase.name}: converged in ${convergedSeconds.toFixed(1)} s (${(options.instances / convergedSeconds).toFixed(1)} instances/s)`)
+      reports[phase.name] = { requests: options.instances, converged, convergedSeconds, perSecond: options.instances / convergedSeconds, retries, kills }
+      options.log(`${phase.name}: ${converged ? 'converged' : 'did NOT converge'} in ${convergedSeconds.toFixed(1)} s (${(options.instances / convergedSeconds).toFixed(1)} instances/s)`)
       if (phase.name === 'create') afterCreate = await settledInvariants(stack)
     }
     // A last pass, once the orphan grace period is over: anything left behind is reaped now or
@@ -132,7 +156,57 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       reconcilerActions: await reconcilerActionsSince(db, began)
     }
   } finally {
+    operations.close()
     await db.end()
+  }
+}
+
+/**
+ * Resolves `ended(id)` once the instance has no operation in flight and is in a state that is
+ * not on the way to another: one query for every instance waited on, five times a second.
+ */
+class OperationWatch {
+  private readonly waiting = new Map<string, () => void>()
+  private readonly timer: NodeJS.Timeout
+  private polling = false
+
+  constructor (private readonly db: pg.Client) {
+    // A failed poll (PostgreSQL busy) is simply tried again at the next tick.
+    this.timer = setInterval(() => { this.poll().catch(() => {}) }, 200)
+  }
+
+  /** Resolves when the instance's operation has ended, or after `OPERATION_WAIT_MS` in any case. */
+  async ended (id: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    await new Promise<void>((resolve) => {
+      this.waiting.set(id, resolve)
+      timer = setTimeout(resolve, OPERATION_WAIT_MS)
+    })
+    clearTimeout(timer)
+    this.waiting.delete(id)
+  }
+
+  close (): void {
+    clearInterval(this.timer)
+  }
+
+  private async poll (): Promise<void> {
+    if (this.polling || this.waiting.size === 0) return
+    this.polling = true
+    try {
+      const { rows } = await this.db.query(
+        `SELECT i.id FROM instances i
+          WHERE i.id = ANY($1::uuid[]) AND i.state IN ('running', 'stopped', 'failed', 'destroyed')
+            AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = i.id AND o.finished_at IS NULL)`,
+        [[...this.waiting.keys()]]
+      )
+      for (const { id } of rows) {
+        this.waiting.get(id)?.()
+        this.waiting.delete(id)
+      }
+    } finally {
+      this.polling = false
+    }
   }
 }
 
@@ -169,10 +243,13 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
   return kills
 }
 
-/** Waits until every campaign instance is at `target` with no operation in flight. */
-async function convergence (db: pg.Client, target: string, options: CampaignOptions): Promise<void> {
+/**
+ * Waits until every campaign instance is at `target` with no operation in flight; false if that
+ * has not happened within the timeout (the invariants then count what is not).
+ */
+async function convergence (db: pg.Client, target: string, options: CampaignOptions): Promise<boolean> {
   let last = ''
-  await waitFor(`every instance ${target}`, async () => {
+  return await waitFor(`every instance ${target}`, async () => {
     const { rows } = await db.query(
       `SELECT count(*) FILTER (WHERE i.state <> $1 OR EXISTS (SELECT 1 FROM operations o WHERE o.instance_id = i.id AND o.finished_at IS NULL))::int AS pending,
               string_agg(DISTINCT i.state, ', ') FILTER (WHERE i.state <> $1) AS states
@@ -181,7 +258,10 @@ async function convergence (db: pg.Client, target: string, options: CampaignOpti
     )
     last = `${rows[0].pending} not yet ${target} (${rows[0].states ?? 'operations in flight'})`
     return rows[0].pending === 0 ? true : null
-  }, { timeoutMs: options.convergeTimeoutMs, intervalMs: 1000, detail: () => last })
+  }, { timeoutMs: options.convergeTimeoutMs, intervalMs: 1000, detail: () => last }).catch((err: Error) => {
+    options.log(err.message)
+    return false
+  })
 }
 
 /** The invariants, once the agents answer (one may just have been restarted). */
@@ -221,8 +301,4 @@ function countsOf (report: InvariantReport): InvariantCounts {
 
 function pick<T> (items: readonly T[]): T {
   return items[Math.floor(Math.random() * items.length)]!
-}
-
-function seconds (ms: number): string {
-  return (ms / 1000).toFixed(1)
 }

@@ -20,10 +20,13 @@ describe('the crash campaign', { timeout: 20 * 60_000 }, () => {
       instances: 24,
       concurrency: 6,
       crashesPerPhase: 2,
-      convergeTimeoutMs: 300_000,
+      convergeTimeoutMs: 180_000,
       log: (line) => console.log(line)
     })
-    for (const phase of Object.values(report.phases)) assert.equal(phase.kills.length, 4, phase.kills.join('; '))
+    for (const [name, phase] of Object.entries(report.phases)) {
+      assert.equal(phase.kills.length, 4, phase.kills.join('; '))
+      assert.ok(phase.converged, `${name} converged`)
+    }
     assert.deepEqual(report.afterCreate, ZERO, report.violations.join('\n'))
     assert.deepEqual(report.afterRun, ZERO, report.violations.join('\n'))
   })
