@@ -36,7 +36,9 @@ export const PATCHES = {
   /** bootNewVmm chooses the new VMM's ID before fencing the older ones. */
   vmmIdBeforeFence: 'vmm-id-before-fence',
   /** An instance execution ends its first workflow task once its snapshot is loaded. */
-  snapshotBeforeWrites: 'snapshot-before-writes'
+  snapshotBeforeWrites: 'snapshot-before-writes',
+  /** A boot or reboot that reaches its deadline first applies the reports already received. */
+  reportsBeforeVerdict: 'reports-before-verdict'
 } as const
 
 /**

@@ -284,6 +284,20 @@ export class InstanceExecution {
     return this.reports.length === 0 && !this.applying
   }
 
+  /**
+   * Waits for `test` at most `timeoutMs`; at the timeout, the reports already received are
+   * applied before `test` is asked again. A report that arrived before a deadline can reach the
+   * workflow in the same task as the deadline's timer (a task retried late, a busy worker): the
+   * verdict must be on it too (found by the crash campaign: a VM reported running 37 s before its
+   * boot deadline was killed as a boot timeout).
+   */
+  async conditionWithReports (test: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (await condition(test, timeoutMs)) return true
+    if (!patched(PATCHES.reportsBeforeVerdict)) return false
+    await condition(() => this.reportsApplied())
+    return test()
+  }
+
   /** signalWithStart delivers a request to the execution it starts too: that one is `first`. */
   private receiveHandoff (request: StartRequest | RebootRequest): void {
     const known = [this.first, this.handoff, ...this.refusedHandoffs].some((r) => r?.operationId === request.operationId)

@@ -3,7 +3,7 @@
  * boot timeout, or the VMM dies on the way, the VMM is killed and the instance starts on a fresh
  * VMM (with fencing and placement, like any start).
  */
-import { ActivityFailure, ApplicationFailure, condition } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow'
 import { agents } from './activities.js'
 import type { RebootRequest } from './definitions.js'
 import type { InstanceExecution, OperationBody } from './execution.js'
@@ -49,7 +49,7 @@ async function rebootInPlace (x: InstanceExecution, vmmId: string, hostId: strin
   }
   await x.observe(answer)
   if (answer.state === 'running') return true
-  const back = await condition(
+  const back = await x.conditionWithReports(
     () => isGone(x, vmmId) || (isRunning(x, vmmId) && (x.vmm(vmmId)?.generation ?? 0) > answer.generation),
     x.settings.bootTimeoutMs
   )

@@ -12,7 +12,7 @@
  *    never gets there is killed and the instance is left `stopped` with the reason; the
  *    operation fails, and a new start may proceed at once.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, patched, uuid4 } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, patched, uuid4 } from '@temporalio/workflow'
 import { PATCHES, type CreateRequest, type RebootRequest, type StartRequest } from './definitions.js'
 import { agents } from './activities.js'
 import type { InstanceExecution, OperationBody } from './execution.js'
@@ -84,7 +84,7 @@ async function bootOnHost (x: InstanceExecution, hostId: string, vmmId: string):
   ensure.catch((err: unknown) => {
     refused = { code: 'HostRefused', message: describeFailure(err) }
   })
-  const settled = await condition(
+  const settled = await x.conditionWithReports(
     () => isRunning(x, vmmId) || isGone(x, vmmId) || refused !== null,
     Math.max(0, bootDeadline - Date.now())
   )
