@@ -2,17 +2,12 @@
  * Writes to an instance's record, on behalf of the instance's workflow (its only writer, I4).
  *
  * Every change is one transaction that updates the instance row, upserts the operation it
- * belongs to, and appends one event. The event's ID comes from the workflow, which makes the
+ * belongs to, and appends one event. The event's ID is chosen by the workflow, which makes the
  * write idempotent: an activity retried after a crash finds its event and does nothing again.
- * It is stored made specific to what the change says (`storedEventId`): a workflow task retried
- * after its local activities' results were lost with it can take another path on what they
- * return the second time, and reuses the workflow's IDs for other changes, which must be made,
- * not mistaken for the ones the lost task made.
  * The instance's generation is compared and bumped on every change, so a second writer, which
  * should never exist, would fail loudly instead of interleaving.
  */
 import { ApplicationFailure } from '@temporalio/activity'
-import { v5 as uuidv5 } from 'uuid'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
 import { crashPoint } from '../faults/crash-points.js'
 import { INSTANCE_COLUMNS, VMM_COLUMNS, toInstance, toVmm } from '../db/rows.js'
@@ -91,11 +86,7 @@ export async function loadInstance (pool: Pool, instanceId: string): Promise<Ins
 /** Applies one change; see the module comment for why it is safe to retry. */
 export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<InstanceSnapshot> {
   const snapshot = await inTransaction(pool, async (tx) => {
-    // Events stored before IDs were made specific are found by their raw ID, kind and message.
-    const done = await tx.query(
-      'SELECT 1 FROM instance_events WHERE id = $1 OR (id = $2 AND kind = $3 AND message = $4)',
-      [storedEventId(change), change.eventId, change.kind, change.message]
-    )
+    const done = await tx.query('SELECT 1 FROM instance_events WHERE id = $1', [change.eventId])
     if (done.rowCount === 0) await applyChange(tx, change)
     return await readSnapshot(tx, change.instanceId)
   })
@@ -148,7 +139,7 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
     `INSERT INTO instance_events (id, instance_id, kind, state, operation_id, vmm_id, message, details)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     [
-      storedEventId(change),
+      change.eventId,
       change.instanceId,
       change.kind,
       updated.rows[0].state,
@@ -160,12 +151,6 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
   )
 }
 
-/** The ID an event is stored under: the workflow's event ID, specific to what the change says. */
-function storedEventId (change: ChangeEvent & { eventId: string, set?: InstanceFields, operation?: OperationUpdate }): string {
-  const { kind, message, details, vmmId, set, operation } = change
-  return uuidv5(JSON.stringify([kind, message, details ?? null, vmmId ?? null, set ?? null, operation ?? null]), change.eventId)
-}
-
 /**
  * Appends an event without changing the instance (a condition that began or ended). The event's
  * ID is the workflow's, so a retry writes it once.
@@ -175,7 +160,7 @@ export async function appendEvent (pool: Pool, event: ChangeEvent & { instanceId
     `INSERT INTO instance_events (id, instance_id, kind, state, vmm_id, message, details)
      SELECT $1, i.id, $3, i.state, $4, $5, $6 FROM instances i WHERE i.id = $2
      ON CONFLICT (id) DO NOTHING`,
-    [storedEventId(event), event.instanceId, event.kind, event.vmmId ?? null, event.message, event.details === undefined ? null : JSON.stringify(event.details)]
+    [event.eventId, event.instanceId, event.kind, event.vmmId ?? null, event.message, event.details === undefined ? null : JSON.stringify(event.details)]
   )
 }
 
