@@ -17,9 +17,10 @@
  *   placed it, which may not have reached the agent yet (a worker killed between placement and
  *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
- * no workflow running for it, has its operation re-driven (`convergenceFor`); operations a dead
- * execution left `running` are closed as interrupted. Then leaked reservations are released and
- * expired idempotency keys dropped. Every pass records what it found and did.
+ * no workflow running for it, has its operation re-driven (`convergenceFor`); operations left
+ * `running` with no execution running for their instance are closed as interrupted (I5). Then
+ * leaked reservations are released and expired idempotency keys dropped. Every pass records
+ * what it found and did.
  */
 import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
@@ -166,20 +167,12 @@ export function createReconciler (deps: ReconcilerDependencies) {
     async redriveInstance (instance: DriftedInstance, operationId: string): Promise<string | null> {
       const temporal = getClient()
       const workflowId = instanceWorkflowId(instance.id)
-      try {
-        if ((await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING') return null
-      } catch (err) {
-        if (!(err instanceof WorkflowNotFoundError)) throw err
-      }
+      if (await workflowRunning(workflowId)) return null
       const kind = convergenceFor(instance.state, instance.intendedState)
       if (kind === null) return null
       const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
       const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
-      await pool.query(
-        `UPDATE operations SET status = 'failed', finished_at = now(), error = $2
-          WHERE instance_id = $1 AND finished_at IS NULL`,
-        [instance.id, JSON.stringify({ code: 'Interrupted', message: 'no workflow was running this operation; the reconciler re-drove the instance' })]
-      )
+      await interruptOperations(pool, 'instance_id', instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
       const options = operationStart(request, instance.name, activityInfo().taskQueue)
       let runId: string
       try {
@@ -194,6 +187,30 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const action = `re-drove instance ${instance.name} (${instance.id}), ${instance.state} but meant to be ${instance.intendedState}: ${kind}`
       log.warn(action)
       return action
+    },
+
+    /**
+     * Operations left in flight, past the grace period, with no execution running under their
+     * instance's workflow ID (one failed, or was terminated by an operator): closed as
+     * interrupted, so that every accepted request ends in a recorded outcome (I5).
+     */
+    async closeAbandonedOperations (): Promise<string[]> {
+      const { rows } = await pool.query(
+        `SELECT id, kind, instance_id, workflow_id FROM operations
+          WHERE finished_at IS NULL AND started_at < now() - $1 * interval '1 millisecond'
+          ORDER BY started_at LIMIT 500`,
+        [deps.orphanGraceMs]
+      )
+      const closed: string[] = []
+      for (const op of rows) {
+        heartbeat()
+        if (await workflowRunning(op.workflow_id)) continue
+        const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
+        log.warn(action)
+        await interruptOperations(pool, 'id', op.id, 'no workflow was running this operation any more (found by the reconciler)')
+        closed.push(action)
+      }
+      return closed
     },
 
     /** Reservations still held for VMMs that are gone. */
@@ -216,6 +233,24 @@ export function createReconciler (deps: ReconcilerDependencies) {
       )
     }
   }
+}
+
+/** Whether an execution runs under this workflow ID now. */
+async function workflowRunning (workflowId: string): Promise<boolean> {
+  try {
+    return (await getClient().workflow.getHandle(workflowId).describe()).status.name === 'RUNNING'
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false
+    throw err
+  }
+}
+
+/** Ends in-flight operations (one, or all of an instance's) as interrupted, saying why. */
+async function interruptOperations (pool: Pool, by: 'id' | 'instance_id', id: string, why: string): Promise<void> {
+  await pool.query(
+    `UPDATE operations SET status = 'failed', finished_at = now(), error = $2 WHERE ${by} = $1 AND finished_at IS NULL`,
+    [id, JSON.stringify({ code: 'Interrupted', message: why })]
+  )
 }
 
 /** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */

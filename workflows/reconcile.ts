@@ -35,6 +35,9 @@ export async function reconcile (): Promise<ReconcileSummary> {
       actions.push(action)
     }
   }
+  const closed = await reconciler.closeAbandonedOperations()
+  add('operationsClosed', closed.length)
+  actions.push(...closed)
   add('reservationsReleased', await reconciler.releaseLeakedReservations())
   add('idempotencyKeysExpired', await reconciler.purgeIdempotencyKeys())
   await records.recordReconcilePass({ id: passId, startedAt, counts, actions })
