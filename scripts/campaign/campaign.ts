@@ -272,7 +272,7 @@ async function settledInvariants (stack: LaunchedStack): Promise<InvariantReport
 
 async function reconcilePass (stack: LaunchedStack, db: pg.Client): Promise<void> {
   const since = new Date()
-  await stack.waitForReady()
+  // Sent again until the API answers, should a component be restarting.
   await sendUntilAnswered(stack, 'POST', '/v1/admin/reconcile')
   await waitFor('a reconcile pass after the campaign', async () => {
     const { rows } = await db.query('SELECT 1 FROM reconcile_passes WHERE started_at >= $1', [since])

@@ -14,6 +14,7 @@
  */
 import { join } from 'node:path'
 import pg from 'pg'
+import { isTerminalVmmState, type VmmState } from '../../domain/vmm.js'
 import { findVmmProcesses, processCommandLine } from './processes.js'
 import type { StackInfo } from './stack-file.js'
 
@@ -30,8 +31,6 @@ export interface InvariantReport {
   /** Instances not at their intended state, or whose state their VMM's reality contradicts. */
   notAtIntent: string[]
 }
-
-const TERMINAL = new Set(['destroyed', 'failed', 'lost'])
 
 export function violationsOf (report: InvariantReport): string[] {
   return [
@@ -129,8 +128,8 @@ async function liveAgentRecords (stack: StackInfo): Promise<Array<{ hostId: stri
       signal: AbortSignal.timeout(10_000)
     })
     if (!response.ok) throw new Error(`GET ${host.url}/v1/vmms answered ${response.status}`)
-    const { items } = await response.json() as { items: Array<{ id: string, state: string }> }
-    for (const vmm of items) if (!TERMINAL.has(vmm.state)) records.push({ hostId: host.id, vmmId: vmm.id, state: vmm.state })
+    const { items } = await response.json() as { items: Array<{ id: string, state: VmmState }> }
+    for (const vmm of items) if (!isTerminalVmmState(vmm.state)) records.push({ hostId: host.id, vmmId: vmm.id, state: vmm.state })
   }
   return records
 }
