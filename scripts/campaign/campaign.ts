@@ -221,6 +221,17 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
     .sort((a, b) => a.at - b.at)
   const kills: string[] = []
   const killed = new Set<string>()
+  // Kills run one after another: two slots crossing thresholds together must not both signal
+  // the same process before the supervisor has replaced it.
+  let killing = Promise.resolve()
+  const killNext = async (component: string, answered: number): Promise<void> => {
+    // A component killed a moment ago is killed again only once its successor runs.
+    if (killed.has(component)) await stack.waitForRestart(component)
+    killed.add(component)
+    const pid = await stack.kill(component)
+    kills.push(`${component} (pid ${pid}) after ${answered} requests`)
+    options.log(`${phase.name}: SIGKILL ${component} after ${answered} of ${options.instances} requests`)
+  }
   let next = 0
   let answered = 0
   const worker = async (): Promise<void> => {
@@ -230,12 +241,9 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
       answered++
       while (plan.length > 0 && plan[0]!.at <= answered) {
         const { component } = plan.shift()!
-        // A component killed a moment ago is killed again only once its successor runs.
-        if (killed.has(component)) await stack.waitForRestart(component)
-        killed.add(component)
-        const pid = await stack.kill(component)
-        kills.push(`${component} (pid ${pid}) after ${answered} requests`)
-        options.log(`${phase.name}: SIGKILL ${component} after ${answered} of ${options.instances} requests`)
+        const at = answered
+        killing = killing.then(async () => await killNext(component, at))
+        await killing
       }
     }
   }
