@@ -90,6 +90,12 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
       return toReport(view, input.hostId)
     },
 
+    /** What the agent knows of the VMM now; `null` when it has no record of it. */
+    async describeVmm (input: VmmTarget): Promise<VmmReport | null> {
+      const view = await onAgent(deps, input.hostId, (url) => client.findVmm(url, input.vmmId))
+      return view === null ? null : toReport(view, input.hostId)
+    },
+
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
     async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
       const view = await onAgent(deps, input.hostId, (url) => client.destroyVmm(url, input.vmmId))

@@ -36,6 +36,16 @@ export class HostAgentClient {
     return await this.call(agentUrl, 'GET', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema)
   }
 
+  /** The agent's view of the VMM; `null` when the agent affirms it has no record of it. */
+  async findVmm (agentUrl: string, vmmId: string): Promise<VmmView | null> {
+    try {
+      return await this.getVmm(agentUrl, vmmId)
+    } catch (err) {
+      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return null
+      throw err
+    }
+  }
+
   async listVmms (agentUrl: string): Promise<VmmView[]> {
     return (await this.call(agentUrl, 'GET', '/v1/vmms', undefined, vmmListSchema)).items
   }

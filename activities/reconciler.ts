@@ -12,8 +12,8 @@
  * - a VMM the agent reports at a newer generation than PostgreSQL holds is reported again (a
  *   report that never arrived);
  * - a VMM PostgreSQL believes live that the agent has no record of, though the agent has
- *   reported it before, is reported gone: the agent affirming it does not have it is one of the
- *   positive signals that may end a VMM (I2). One never reported belongs to the start that
+ *   reported it before, is reported gone once the agent, asked about that VMM after PostgreSQL
+ *   was read, affirms it does not have it: one of the positive signals that may end a VMM (I2). One never reported belongs to the start that
  *   placed it, which may not have reached the agent yet (a worker killed between placement and
  *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
@@ -135,6 +135,11 @@ export function createReconciler (deps: ReconcilerDependencies) {
         // A VMM its host has never reported may not be there yet: the start that placed it is
         // still on its way to the agent, and its own boot deadline ends it if it never arrives.
         if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || vmm.generation === 0 || young(vmm.createdAt)) continue
+        // The inventory was read before PostgreSQL: a VMM created on the agent in between, and
+        // reported, is missing from it (the 4,000-instance campaign failed a running VM so). Only
+        // the agent's answer about this VMM, now, says it is gone; no answer says nothing.
+        const asked = await onAgent(deps, hostId, (url) => agents.findVmm(url, vmm.id)).catch(() => undefined)
+        if (asked !== null) continue
         await act('vmmsGone', `reporting VMM ${vmm.id} of instance ${vmm.instanceId} gone: ${hostId} has no record of it`,
           { vmmId: vmm.id, instanceId: vmm.instanceId }, () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
       }

@@ -38,7 +38,9 @@ export const PATCHES = {
   /** An instance execution ends its first workflow task once its snapshot is loaded. */
   snapshotBeforeWrites: 'snapshot-before-writes',
   /** A boot or reboot that reaches its deadline first applies the reports already received. */
-  reportsBeforeVerdict: 'reports-before-verdict'
+  reportsBeforeVerdict: 'reports-before-verdict',
+  /** A boot deadline that passes with no report asks the agent before it kills the VMM. */
+  askBeforeBootTimeout: 'ask-before-boot-timeout'
 } as const
 
 /**
