@@ -11,11 +11,13 @@
  * died mid-task runs for real again, and may count its outcome a second time.)
  */
 import { metricMeter } from '@temporalio/workflow'
+
+// The runtime's exporter adds no suffixes to custom metrics: the names carry Prometheus' own.
 import type { OperationKind, OperationStatus } from '../domain/operation.js'
 
 export function recordOperationOutcome (kind: OperationKind, status: OperationStatus, requestedAt: string): void {
   const tags = { kind, status }
-  metricMeter.createCounter('vmplane_operations_finished', 'operations', 'Operations that ended, by kind and outcome').add(1, tags)
+  metricMeter.createCounter('vmplane_operations_finished_total', 'operations', 'Operations that ended, by kind and outcome').add(1, tags)
   const seconds = Math.max(0, Date.now() - Date.parse(requestedAt)) / 1000
-  metricMeter.createHistogram('vmplane_operation_duration', 'float', 'seconds', 'From the request to the end of the operation').record(seconds, tags)
+  metricMeter.createHistogram('vmplane_operation_duration_seconds', 'float', 'seconds', 'From the request to the end of the operation').record(seconds, tags)
 }
