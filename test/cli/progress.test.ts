@@ -6,6 +6,9 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Progress } from '../../cli/progress.js'
 
+/** Carriage return, then erase the line (ANSI). */
+const REWRITE = '\r\x1b[2K'
+
 function fakeStream (isTTY: boolean) {
   const writes: string[] = []
   return { writes, stream: { isTTY, write: (text: string) => writes.push(text) } as unknown as NodeJS.WriteStream }
@@ -18,8 +21,9 @@ describe('vmplane --wait progress', () => {
     for (const state of ['creating', 'creating', 'starting', 'running']) progress.observe(state)
     progress.end()
     assert.equal(writes.length, 5, 'a rewrite per poll, then the newline')
-    assert.match(writes[1]!, /^\r\x1b\[2Kweb-1: creating \(\d+\.\d s\)$/)
-    assert.match(writes[3]!, /^\r\x1b\[2Kweb-1: creating → starting → running \(\d+\.\d s\)$/)
+    assert.ok(writes.slice(0, 4).every((write) => write.startsWith(REWRITE)), 'each poll goes back to the start of the line and clears it')
+    assert.match(writes[1].slice(REWRITE.length), /^web-1: creating \(\d+\.\d s\)$/)
+    assert.match(writes[3].slice(REWRITE.length), /^web-1: creating → starting → running \(\d+\.\d s\)$/)
     assert.equal(writes[4], '\n')
   })
 
