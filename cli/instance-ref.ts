@@ -1,7 +1,8 @@
 /**
  * Instances are named on the command line by ID or by name: people remember `web-1`, scripts keep
- * IDs. A name is looked up among the live instances (names are unique among them); a destroyed
- * instance's name may have been reused, so it is found by ID only.
+ * IDs. An argument shaped like a UUID is taken as an ID; anything else is looked up as a name
+ * among the live instances (names are unique among them). A destroyed instance's name may have
+ * been reused, so it is found by ID only.
  */
 import type { ApiClient } from './api-client.js'
 import type { InstanceList } from './api-types.js'
