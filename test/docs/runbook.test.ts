@@ -18,7 +18,7 @@ import { promisify } from 'node:util'
 import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
-  hostOf, runningInstance, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody
+  hostOf, runningInstance, stuckStopping, vmmProcesses, waitForState, type InstanceBody
 } from '../helpers/instances.js'
 import { lastReconcilePass, nextReconcilePass, temporalCli } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
@@ -283,11 +283,8 @@ describe('the operator runbook, docs/operations.md', async () => {
       },
       {
         command: /^temporal workflow signal-with-start -w instance-<instance-id> --type applyVmmReports .*--signal-name forceStop/s,
-        given: async () => {
-          const idle = await runningInstance(stack, 'runbook-forced-idle', 'sim.ignore_power_button')
-          await waitForInstance(stack, idle.id, (i) => i.operation === null)
-          use(idle)
-        },
+        // Running, with no operation in flight: no execution runs for it.
+        given: async () => { use(await runningInstance(stack, 'runbook-forced-idle', 'sim.ignore_power_button')) },
         check: async (output) => {
           includesAll(output, 'Running execution:', `instance-${values['instance-id']!}`, 'applyVmmReports')
           await stoppedBy('StopForced')
