@@ -1,6 +1,7 @@
 /**
  * Tools built from their Go modules into `.tools/bin`, at the versions pinned in
- * `scripts/tools/versions.json`: the Temporal CLIs (temporal-tools.ts). A built binary that reports the pinned version is kept, so every later run only
+ * `scripts/tools/versions.json`: the Temporal CLIs (temporal-tools.ts) and Docker Compose
+ * (compose.ts). A built binary that reports the pinned version is kept, so every later run only
  * pays for one `--version` call.
  */
 import { execFile } from 'node:child_process'
@@ -22,7 +23,7 @@ const goToolSchema = z.object({
 })
 export type GoTool = z.infer<typeof goToolSchema>
 
-const versionsSchema = z.object({ temporal: goToolSchema, tctl: goToolSchema })
+const versionsSchema = z.object({ temporal: goToolSchema, tctl: goToolSchema, compose: goToolSchema })
 
 export async function pinnedVersions (): Promise<z.infer<typeof versionsSchema>> {
   return versionsSchema.parse(JSON.parse(await readFile(join(REPO_ROOT, 'scripts', 'tools', 'versions.json'), 'utf8')))
@@ -73,7 +74,7 @@ function builtPath (name: string): string {
 
 /**
  * The version a binary prints with `--version` (or `args`), without a leading `v`: `1.5.1` from
- * `temporal version 1.5.1 (Server …)`; or null.
+ * `temporal version 1.5.1 (Server …)`, `2.40.3` from `Docker Compose version v2.40.3`; or null.
  */
 export async function reportedVersion (binary: string, args = ['--version']): Promise<string | null> {
   if (!await isExecutable(binary)) return null
@@ -110,7 +111,8 @@ export async function goInstall (tool: GoTool, output: string): Promise<void> {
  * For modules `go install module/cmd@version` refuses: tctl, because before it builds, it asks
  * the module proxy for the list of versions to check whether the module is deprecated, and this
  * proxy answers that request (`…/@v/list`) with 403 while it does serve the v1.18.0 module
- * itself. So fetch the module with `go mod download`, build its main
+ * itself; Docker Compose, because its go.mod has `exclude` directives, which `go install`
+ * rejects outside the main module. So fetch the module with `go mod download`, build its main
  * package inside a writable copy (the module cache is read-only, and the build may need to
  * touch go.sum), and move the binary into place.
  */
