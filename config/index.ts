@@ -16,6 +16,8 @@ const port = z.coerce.number().int().min(1).max(65535)
 const seconds = z.coerce.number().positive()
 const count = z.coerce.number().int().positive()
 const token = z.string().min(16, 'must be at least 16 characters')
+/** A token that may be left out; empty counts as left out (Compose's `${VAR:-}`). */
+const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
 const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
 
 const DEFAULT_TEMPORAL_PORT = 7233
@@ -82,7 +84,7 @@ export function apiConfig (env: Env = process.env) {
       VMPLANE_API_HOST: z.string().default('127.0.0.1'),
       VMPLANE_API_PORT: port.default(8080),
       VMPLANE_API_TOKEN: token,
-      VMPLANE_API_VIEWER_TOKEN: token.optional(),
+      VMPLANE_API_VIEWER_TOKEN: optionalToken,
       VMPLANE_API_RATE_LIMIT: count.default(6000),
       DATABASE_URL: databaseUrl,
       VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS),
@@ -214,8 +216,8 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT),
       DATABASE_URL: databaseUrl.optional(),
       TEMPORAL_CLI: z.string().min(1).optional(),
-      VMPLANE_API_TOKEN: token.optional(),
-      VMPLANE_API_VIEWER_TOKEN: token.optional(),
+      VMPLANE_API_TOKEN: optionalToken,
+      VMPLANE_API_VIEWER_TOKEN: optionalToken,
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional()
     }),
     env

@@ -81,6 +81,8 @@ describe('docker-compose.yml', () => {
     assert.equal(services['vmplane-worker'].environment?.VMPLANE_AGENT_TOKEN, TOKENS.VMPLANE_AGENT_TOKEN)
     assert.equal(services['host-agent'].environment?.VMPLANE_AGENT_TOKEN, TOKENS.VMPLANE_AGENT_TOKEN)
     assert.equal(services['host-agent'].environment?.VMPLANE_API_TOKEN, undefined, 'the API token stays off the hosts')
+    assert.equal(services['vmplane-api'].environment?.VMPLANE_API_VIEWER_TOKEN, '', 'the viewer token is optional')
+    assert.equal(services['vmplane-worker'].environment?.VMPLANE_WORKER_METRICS_HOST, '0.0.0.0', 'the worker serves metrics beyond its container')
 
     const devices = (services['host-agent'].devices ?? []).map((device) => typeof device === 'string' ? device.split(':')[0] : device.source)
     assert.deepEqual(devices, ['/dev/kvm'], 'the host agent gets /dev/kvm')
