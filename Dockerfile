@@ -3,7 +3,9 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci
+# As scripts/tools/bootstrap.mjs does: npm ci refuses this lockfile, which lacks other platforms'
+# optional @swc/core builds; npm install takes the same locked versions and leaves the file alone.
+RUN npm ci --no-audit --no-fund || npm install --no-save --no-audit --no-fund
 COPY . .
 RUN npx tsc -p tsconfig.json && node dist/scripts/build/bundle-workflows.js && npm prune --omit=dev
 

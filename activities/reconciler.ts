@@ -90,9 +90,10 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const result: HostReconciliation = { hostId, reachable: true, counts: {}, actions: [] }
       const count = (kind: string): void => { result.counts[kind] = (result.counts[kind] ?? 0) + 1 }
       const note = (action: string): void => { if (result.actions.length < MAX_ACTIONS) result.actions.push(action) }
-      // Logged before it is done; one that fails is counted and left for the next pass.
-      const act = async (kind: string, action: string, deed: () => Promise<unknown>): Promise<void> => {
-        log.warn(action, { hostId })
+      // Logged before it is done, with the VMM and instance it is about; one that fails is
+      // counted and left for the next pass.
+      const act = async (kind: string, action: string, about: { vmmId?: string, instanceId?: string }, deed: () => Promise<unknown>): Promise<void> => {
+        log.warn(action, { hostId, ...about })
         try {
           await deed()
           count(kind)
@@ -123,10 +124,10 @@ export function createReconciler (deps: ReconcilerDependencies) {
             ? 'unknown to the control plane'
             : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
           await act('orphansReaped', `reaping orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`,
-            () => onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id)))
+            { vmmId: view.id, instanceId: view.instanceId }, () => onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id)))
         } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
           await act('reportsResent', `reporting VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`,
-            () => report(toReport(view, hostId)))
+            { vmmId: view.id, instanceId: view.instanceId }, () => report(toReport(view, hostId)))
         }
       }
       const onAgentNow = new Set(vmms.map((v) => v.id))
@@ -140,13 +141,13 @@ export function createReconciler (deps: ReconcilerDependencies) {
         const asked = await onAgent(deps, hostId, (url) => agents.findVmm(url, vmm.id)).catch(() => undefined)
         if (asked !== null) continue
         await act('vmmsGone', `reporting VMM ${vmm.id} of instance ${vmm.instanceId} gone: ${hostId} has no record of it`,
-          () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
+          { vmmId: vmm.id, instanceId: vmm.instanceId }, () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
       }
       for (const stray of strays) {
         heartbeat()
         if (young(stray.startedAt)) { count('straysWaiting'); continue }
         await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
-          () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
+          {}, () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
       }
       return result
     },
@@ -190,7 +191,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       }
       await insertOperation(pool, request, runId)
       const action = `re-drove instance ${instance.name} (${instance.id}), ${instance.state} but meant to be ${instance.intendedState}: ${kind}`
-      log.warn(action)
+      log.warn(action, { instanceId: instance.id })
       return action
     },
 
@@ -211,7 +212,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
         heartbeat()
         if (await workflowRunning(op.workflow_id)) continue
         const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
-        log.warn(action)
+        log.warn(action, { instanceId: op.instance_id })
         await interruptOperations(pool, 'id', op.id, 'no workflow was running this operation any more (found by the reconciler)')
         closed.push(action)
       }

@@ -1,6 +1,6 @@
 /**
- * The API as a Fastify plugin (fastify/demo's layout): shared plugins first, then the public
- * routes, then everything under `/v1` behind the bearer token.
+ * The API as a Fastify plugin (fastify/demo's layout): shared plugins first (metrics before any
+ * route, which it instruments), then the public routes, then everything under `/v1` behind the bearer token and its rate limit.
  */
 import type { FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
@@ -8,8 +8,10 @@ import type { ApiConfig } from '../config/index.js'
 import { requireToken } from './plugins/auth.js'
 import database from './plugins/database.js'
 import idempotency from './plugins/idempotency.js'
+import metrics from './plugins/metrics.js'
 import openapi from './plugins/openapi.js'
 import problemDetails from './plugins/problem-details.js'
+import rateLimit from './plugins/rate-limit.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
 import health from './routes/health.js'
@@ -19,12 +21,13 @@ import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
 
-export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'token' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
+export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
 
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
   fastify.setSerializerCompiler(serializerCompiler)
   await fastify.register(problemDetails)
+  await fastify.register(metrics)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
   await fastify.register(idempotency)
   await fastify.register(temporal, { temporal: opts.temporal })
@@ -33,7 +36,8 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(openapi)
   await fastify.register(health)
   await fastify.register(async (v1) => {
-    await v1.register(requireToken, { token: opts.token })
+    await v1.register(requireToken, { tokens: opts.tokens })
+    await v1.register(rateLimit, { perMinute: opts.rateLimitPerMinute })
     v1.addHook('preHandler', fastify.idempotent)
     await v1.register(instances)
     await v1.register(operations)

@@ -15,9 +15,14 @@ type Env = Record<string, string | undefined>
 const port = z.coerce.number().int().min(1).max(65535)
 const seconds = z.coerce.number().positive()
 const count = z.coerce.number().int().positive()
+const token = z.string().min(16, 'must be at least 16 characters')
+/** A token that may be left out; empty counts as left out (Compose's `${VAR:-}`). */
+const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
 const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
 
 const DEFAULT_TEMPORAL_PORT = 7233
+/** Prometheus' conventional exporter port. */
+const DEFAULT_WORKER_METRICS_PORT = 9464
 
 const temporalSchema = z.object({
   VMPLANE_TEMPORAL_ADDRESS: z.string().optional(),
@@ -78,7 +83,9 @@ export function apiConfig (env: Env = process.env) {
     z.object({
       VMPLANE_API_HOST: z.string().default('127.0.0.1'),
       VMPLANE_API_PORT: port.default(8080),
-      VMPLANE_API_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      VMPLANE_API_TOKEN: token,
+      VMPLANE_API_VIEWER_TOKEN: optionalToken,
+      VMPLANE_API_RATE_LIMIT: count.default(6000),
       DATABASE_URL: databaseUrl,
       VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS),
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds
@@ -88,7 +95,9 @@ export function apiConfig (env: Env = process.env) {
   return {
     host: a.VMPLANE_API_HOST,
     port: a.VMPLANE_API_PORT,
-    token: a.VMPLANE_API_TOKEN,
+    tokens: { operator: a.VMPLANE_API_TOKEN, viewer: a.VMPLANE_API_VIEWER_TOKEN ?? null },
+    /** Requests per minute each token may make. */
+    rateLimitPerMinute: a.VMPLANE_API_RATE_LIMIT,
     databaseUrl: a.DATABASE_URL,
     defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
     hostUnreachableAfterMs: a.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
@@ -102,7 +111,7 @@ export function workerConfig (env: Env = process.env) {
   const w = parse(
     z.object({
       DATABASE_URL: databaseUrl,
-      VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      VMPLANE_AGENT_TOKEN: token,
       VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
       VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
@@ -111,7 +120,9 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_RESTART_BACKOFF_MAX_SECONDS: seconds.default(300),
       VMPLANE_RESTART_RESET_SECONDS: seconds.default(600),
       VMPLANE_RECONCILE_SECONDS: seconds.default(30),
-      VMPLANE_ORPHAN_GRACE_SECONDS: seconds.default(120)
+      VMPLANE_ORPHAN_GRACE_SECONDS: seconds.default(120),
+      VMPLANE_WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
+      VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT)
     }),
     env
   )
@@ -136,6 +147,8 @@ export function workerConfig (env: Env = process.env) {
     reconcileEveryMs: w.VMPLANE_RECONCILE_SECONDS * 1000,
     /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
     orphanGraceMs: w.VMPLANE_ORPHAN_GRACE_SECONDS * 1000,
+    /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
+    metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }
@@ -149,7 +162,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_AGENT_HOST: z.string().default('127.0.0.1'),
       VMPLANE_AGENT_PORT: port.default(7301),
       VMPLANE_AGENT_URL: z.url().optional(),
-      VMPLANE_AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+      VMPLANE_AGENT_TOKEN: token,
       VMPLANE_AGENT_STATE_DIR: z.string().min(1),
       VMPLANE_IMAGE_DIR: z.string().min(1),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
@@ -200,9 +213,11 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_PG_PORT: port.default(5433),
       VMPLANE_API_PORT: port.default(8080),
       VMPLANE_AGENT_PORT: port.default(7301),
+      VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT),
       DATABASE_URL: databaseUrl.optional(),
       TEMPORAL_CLI: z.string().min(1).optional(),
-      VMPLANE_API_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+      VMPLANE_API_TOKEN: optionalToken,
+      VMPLANE_API_VIEWER_TOKEN: optionalToken,
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional()
     }),
     env
@@ -219,9 +234,11 @@ export function stackConfig (env: Env = process.env) {
     pgPort: s.VMPLANE_PG_PORT,
     apiPort: s.VMPLANE_API_PORT,
     agentBasePort: s.VMPLANE_AGENT_PORT,
+    workerMetricsPort: s.VMPLANE_WORKER_METRICS_PORT,
     databaseUrl: s.DATABASE_URL ?? null,
     temporalCli: s.TEMPORAL_CLI ?? null,
     apiToken: s.VMPLANE_API_TOKEN ?? null,
+    viewerToken: s.VMPLANE_API_VIEWER_TOKEN ?? null,
     cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null
   }
 }

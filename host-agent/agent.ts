@@ -11,6 +11,7 @@ import type { Logger } from 'pino'
 import type { AgentConfig } from '../config/index.js'
 import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
+import { AgentMetrics } from './metrics.js'
 import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
@@ -38,9 +39,13 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir }, 'host agent starting')
 
   const temporal = new TemporalGateway(config.temporal)
+  const metrics = new AgentMetrics(config.hostId)
   const outbox = new ReportOutbox(
     { hostId: config.hostId, retryMaxMs: config.reportRetryMaxMs },
-    async (report) => { await temporal.sendReport(report) },
+    async (report) => {
+      await temporal.sendReport(report)
+      metrics.reportAccepted(report.observedAt)
+    },
     log
   )
   const supervisor = new Supervisor({
@@ -57,8 +62,10 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     store: new RecordStore(config.stateDir),
     images: new ImageResolver(config.imageDir),
     log,
-    onChange: (vmm) => { outbox.notify(vmm) }
+    onChange: (vmm) => { outbox.notify(vmm) },
+    onKill: (cause) => { metrics.vmmKilled(cause) }
   })
+  metrics.readFrom({ vmmStates: () => supervisor.all().map((vmm) => vmm.record.state), outboxDepth: () => outbox.pending })
   await supervisor.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
@@ -66,6 +73,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const startedAt = new Date().toISOString()
   const app = await buildAgentApp({ token: config.token, faultsFrom: config.faultInjection ? config.stateDir : null }, log, {
     supervisor,
+    metrics: metrics.registry,
     health: { status: 'ok', hostId: config.hostId, startedAt }
   })
   await app.listen({ host: config.listenHost, port: config.listenPort })

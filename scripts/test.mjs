@@ -1,9 +1,10 @@
 /**
  * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
- * sure the Temporal tools are there (building them the first time takes minutes, better spent
- * here than inside a test's timeout), lint, then run the compiled tests with Node's test runner,
- * one file at a time, folder by folder: unit first, then any other folder, then host-agent,
- * stack, integration and the fault matrix. Every folder runs even when an earlier one failed; the exit status is
+ * sure the tools the tests use are there (the Temporal CLIs, Docker Compose, Chromium: building
+ * or installing them the first time takes minutes, better spent here than inside a test's
+ * timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
+ * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
+ * the fault matrix. Every folder runs even when an earlier one failed; the exit status is
  * non-zero if anything did. Reports and the stacks' logs go to test-output/.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -31,6 +32,16 @@ const testEnv = {
 }
 
 const failures = []
+// The tests that need these find them again (findCompose, findChromium) and fail saying what is
+// missing; the other tests still run.
+const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
+const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
+for (const [tool, ensure] of [['Docker Compose', ensureCompose], ['Chromium', ensureChromium]]) {
+  await ensure({ log: console.log }).catch((error) => {
+    console.error(`${tool} is not available: ${error.message}`)
+    failures.push(`setup (${tool})`)
+  })
+}
 if (run('npm', ['run', 'lint']) !== 0) failures.push('lint')
 
 const totals = { passed: 0, failed: 0, skipped: 0 }

@@ -16,9 +16,16 @@ const TEMPORAL_LOG_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' 
   TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error'
 }
 
-/** Routes the SDK's own logs (workflow and activity loggers included) into pino. */
-function installRuntime (logger: Logger): void {
+/**
+ * Routes the SDK's own logs (workflow and activity loggers included) into pino, and serves the
+ * SDK's metrics, with the operation outcomes the workflows emit (workflows/metrics.ts), to
+ * Prometheus.
+ */
+function installRuntime (logger: Logger, metricsAddress: string): void {
   Runtime.install({
+    telemetryOptions: {
+      metrics: { prometheus: { bindAddress: metricsAddress, useSecondsForDurations: true } }
+    },
     logger: new DefaultLogger('INFO', (entry) => {
       logger[TEMPORAL_LOG_LEVELS[entry.level]]({ ...entry.meta }, entry.message)
     })
@@ -26,7 +33,7 @@ function installRuntime (logger: Logger): void {
 }
 
 export async function runWorker (config: WorkerConfig, logger: Logger): Promise<void> {
-  installRuntime(logger)
+  installRuntime(logger, config.metricsAddress)
   const pool = createPool(config.databaseUrl)
   const connection = await NativeConnection.connect({ address: config.temporal.address })
   try {

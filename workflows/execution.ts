@@ -61,6 +61,7 @@ import {
   type StartRequest
 } from './definitions.js'
 import { awaitRestart } from './auto-restart.js'
+import { recordOperationOutcome } from './metrics.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 
 export type OperationBody<R extends OperationRequest = OperationRequest> = (x: InstanceExecution, request: R) => Promise<void>
@@ -184,6 +185,10 @@ export class InstanceExecution {
   async change (input: ChangeInput): Promise<void> {
     const change = this.toChange(input)
     this.useSnapshot(await CancellationScope.nonCancellable(() => records.recordInstanceChange(change)))
+    const { operation } = input
+    if (operation !== undefined && operation.status !== 'running') {
+      recordOperationOutcome(operation.request.kind, operation.status, operation.request.requestedAt)
+    }
   }
 
   /**

@@ -25,11 +25,17 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * What the request asks for: its method, URL and body. `?wait=` only says how long to hold the
+ * answer, so a retry that waits longer or not at all is still the same request.
+ */
 function requestHash (request: FastifyRequest): string {
-  return createHash('sha256').update(JSON.stringify([request.method, request.url, request.body ?? null])).digest('hex')
+  const url = new URL(request.url, 'http://api')
+  url.searchParams.delete('wait')
+  return createHash('sha256').update(JSON.stringify([request.method, url.pathname + url.search, request.body ?? null])).digest('hex')
 }
 
-/** Who the key belongs to; one API token today, so one principal. */
+/** Who the key belongs to; only the operator token may change anything, so one principal. */
 const PRINCIPAL = 'api'
 
 export default fp(async (fastify) => {

@@ -12,9 +12,11 @@ import {
   instanceSchema,
   listEventsQuery,
   listInstancesQuery,
-  stopInstanceBody
+  stopInstanceBody,
+  waitQuery
 } from '../schemas/instances.js'
 import type { Accepted } from '../services/instance-requests.js'
+import { waitForOperation } from '../services/operation-waiter.js'
 
 const tags = ['instances']
 const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema, ...problemResponses }
@@ -22,15 +24,24 @@ const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema, ...problem
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   const requests = fastify.instanceRequests
 
-  /** 202 when an operation was started, 200 when nothing needed doing. */
-  async function send (reply: FastifyReply, pending: Promise<Accepted>) {
-    const { status, ...body } = await pending
+  /**
+   * 202 when an operation was started, 200 when nothing needed doing; with `?wait=`, 200 once
+   * the operation has ended (its outcome in the body), or 202 if it is still running.
+   */
+  async function send (reply: FastifyReply, wait: number | undefined, pending: Promise<Accepted>) {
+    let accepted = await pending
+    if (wait !== undefined && wait > 0) {
+      const gone = new AbortController()
+      reply.raw.once('close', () => gone.abort())
+      accepted = await waitForOperation(fastify.instancesRepository, accepted, wait, gone.signal)
+    }
+    const { status, ...body } = accepted
     return await reply.code(status).send(body)
   }
 
   fastify.post('/instances', {
-    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', headers: idempotencyHeaders, body: createInstanceBody, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.create(request.body, request.newId)))
+    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', headers: idempotencyHeaders, querystring: waitQuery, body: createInstanceBody, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.create(request.body, request.newId)))
 
   fastify.get('/instances', {
     schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema, ...problemResponses } }
@@ -59,8 +70,8 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.post('/instances/:id/start', {
-    schema: { tags, summary: 'Start a stopped or failed instance', headers: idempotencyHeaders, params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.start(request.params.id, request.newId)))
+    schema: { tags, summary: 'Start a stopped or failed instance', headers: idempotencyHeaders, params: idParamsSchema, querystring: waitQuery, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.start(request.params.id, request.newId)))
 
   fastify.post('/instances/:id/stop', {
     schema: {
@@ -68,14 +79,15 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       summary: 'Stop an instance: ACPI power-off, then kill its VMM when the grace period ends. Preempts a start or reboot in flight.',
       headers: idempotencyHeaders,
       params: idParamsSchema,
+      querystring: waitQuery,
       body: stopInstanceBody,
       response: acceptedResponses
     }
-  }, async (request, reply) => await send(reply, requests.stop(request.params.id, request.body?.graceSeconds, request.newId)))
+  }, async (request, reply) => await send(reply, request.query.wait, requests.stop(request.params.id, request.body?.graceSeconds, request.newId)))
 
   fastify.post('/instances/:id/reboot', {
-    schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: idParamsSchema, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, requests.reboot(request.params.id, request.newId)))
+    schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: idParamsSchema, querystring: waitQuery, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.reboot(request.params.id, request.newId)))
 
   fastify.delete('/instances/:id', {
     schema: {
@@ -86,7 +98,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       querystring: deleteInstanceQuery,
       response: acceptedResponses
     }
-  }, async (request, reply) => await send(reply, requests.delete(request.params.id, request.query.graceSeconds, request.newId)))
+  }, async (request, reply) => await send(reply, request.query.wait, requests.delete(request.params.id, request.query.graceSeconds, request.newId)))
 }
 
 export default routes

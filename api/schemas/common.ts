@@ -14,9 +14,11 @@ export const problemSchema = z.object({
 export const problemResponses = {
   400: problemSchema,
   401: problemSchema,
+  403: problemSchema,
   404: problemSchema,
   409: problemSchema,
   422: problemSchema,
+  429: problemSchema,
   503: problemSchema
 }
 

@@ -28,7 +28,13 @@ export const stopInstanceBody = z.strictObject({
   graceSeconds: graceSeconds.optional().describe("overrides the instance's stopGraceSeconds; 0 kills the VMM at once")
 }).nullish()
 
-export const deleteInstanceQuery = z.strictObject({
+/** `?wait=<seconds>` on a mutating request (api/services/operation-waiter.ts). */
+export const waitQuery = z.strictObject({
+  wait: z.coerce.number().int().min(0).max(300).optional()
+    .describe('hold the answer up to this many seconds until the operation ends: 200 with its outcome, or 202 if it is still running')
+})
+
+export const deleteInstanceQuery = waitQuery.extend({
   graceSeconds: z.coerce.number().pipe(graceSeconds).optional()
 })
 

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import type { Registry } from 'prom-client'
 import {
   agentHealthSchema,
   ensureVmmRequestSchema,
@@ -22,14 +23,18 @@ import type { Supervisor } from '../supervisor/supervisor.js'
 
 export interface RouteOptions {
   supervisor: Supervisor
+  /** The agent's Prometheus registry (host-agent/metrics.ts). */
+  metrics: Registry
   health: z.infer<typeof agentHealthSchema>
 }
 
-export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { supervisor, health }) => {
+export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { supervisor, metrics, health }) => {
   const params = vmmIdParamsSchema
   const view = { 200: vmmViewSchema }
 
   app.get('/healthz', { schema: { response: { 200: agentHealthSchema } } }, async () => health)
+
+  app.get('/metrics', async (_request, reply) => await reply.type(metrics.contentType).send(await metrics.metrics()))
 
   app.get('/v1/vmms', { schema: { response: { 200: vmmListSchema } } }, async () => ({ items: supervisor.list() }))
 

@@ -18,16 +18,19 @@ export async function findVmmProcesses (vmmsDir: string): Promise<Map<string, Ru
   return new Map(found.map((p) => [apiSocketOfCommandLine(p.argv)!, p]))
 }
 
-/** SIGKILLs the process groups of VMM processes no record owns. */
-export function killStrays (strays: Iterable<RunningProcess>, log: Logger): void {
+/** SIGKILLs the process groups of VMM processes no record owns; returns how many it killed. */
+export function killStrays (strays: Iterable<RunningProcess>, log: Logger): number {
+  let killed = 0
   for (const stray of strays) {
     // Re-check the identity right before the kill: the PID may have been reused since the scan.
     if (!isRunning(stray)) continue
     try {
       process.kill(-stray.pid, 'SIGKILL')
+      killed++
       log.warn({ pid: stray.pid, argv: stray.argv }, 'killed a VMM process that no record owns')
     } catch (err) {
       log.error({ pid: stray.pid, err: (err as Error).message }, 'cannot kill a VMM process that no record owns')
     }
   }
+  return killed
 }

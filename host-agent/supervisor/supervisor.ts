@@ -28,7 +28,7 @@ import type { EnsureVmmRequest, StrayView, VmmView } from '../../domain/host-age
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, notFound, unavailable } from '../errors.js'
-import { isRunning, startedAt } from '../process/proc.js'
+import { isRunning, startedAt, type RunningProcess } from '../process/proc.js'
 import type { AgentVmmRecord } from '../store/record.js'
 import { findVmmProcesses, killStrays } from './adoption.js'
 import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
@@ -123,7 +123,7 @@ export class Supervisor {
   async reapStray (pid: number, startTime: string): Promise<boolean> {
     const stray = (await this.strays()).find((s) => s.pid === pid && s.startTime === startTime)
     if (stray === undefined) return false
-    killStrays([{ pid, startTime, argv: ['--api-socket', stray.apiSocket] }], this.log)
+    this.#killStrays([{ pid, startTime, argv: ['--api-socket', stray.apiSocket] }])
     const deadline = Date.now() + this.context.settings.killWaitMs
     while (isRunning({ pid, startTime })) {
       if (Date.now() >= deadline) throw unavailable(`stray VMM process ${pid} has not exited yet after SIGKILL; retry`)
@@ -151,13 +151,18 @@ export class Supervisor {
       running.delete(vmm.paths.apiSocket)
       if (!vmm.terminal) await this.#takeOver(vmm, found === undefined ? null : found)
     }
-    killStrays(running.values(), log)
+    this.#killStrays(running.values())
     await this.purgeTombstones()
     this.#purgeTimer = setInterval(() => {
       this.purgeTombstones().catch((err: Error) => { log.error({ err: err.message }, 'tombstone purge failed') })
     }, PURGE_INTERVAL_MS)
     this.#purgeTimer.unref()
     log.info({ vmms: records.length, live: this.all().filter((vmm) => !vmm.terminal).length }, 'VMM records loaded')
+  }
+
+  #killStrays (strays: Iterable<RunningProcess>): void {
+    const killed = killStrays(strays, this.log)
+    for (let i = 0; i < killed; i++) this.context.onKill('stray')
   }
 
   /** Removes terminal records whose last report was accepted more than a day ago, and old fences. */

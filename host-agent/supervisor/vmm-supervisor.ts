@@ -39,6 +39,7 @@ import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-co
 import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, unavailable } from '../errors.js'
 import type { ImageResolver } from '../images.js'
+import type { KillCause } from '../metrics.js'
 import type { ProcessIdentity } from '../process/proc.js'
 import { VmmProcess, type ExitObservation } from '../process/vmm-process.js'
 import type { RecordStore } from '../store/record-store.js'
@@ -67,6 +68,8 @@ export interface VmmContext {
   log: Logger
   /** Called after every change that bumped the generation. */
   onChange: (vmm: VmmSupervisor) => void
+  /** Called for every SIGKILL sent to a VMM process (the agent's metrics count them). */
+  onKill: (cause: KillCause) => void
 }
 
 const API_READY_POLL_MS = 20
@@ -198,7 +201,7 @@ export class VmmSupervisor {
       await this.#conclude({ known: false })
       return
     }
-    this.#kill('destroy requested')
+    this.#kill('destroy', 'destroy requested')
     crashPoint('agent.destroy.after-kill')
     if (await vmmProcess.waitForExit(this.context.settings.killWaitMs) === null) {
       throw unavailable(`VMM ${this.id} (pid ${vmmProcess.pid}) has not exited yet after SIGKILL; retry`)
@@ -231,16 +234,17 @@ export class VmmSupervisor {
     this.#pingTimer.unref()
   }
 
-  #kill (why: string): void {
+  #kill (cause: KillCause, why: string): void {
     this.#longCall?.abort()
     const sent = this.#process?.killGroup() ?? false
+    if (sent) this.context.onKill(cause)
     this.log.warn({ pid: this.#process?.pid, sent }, `SIGKILL to the VMM's process group: ${why}`)
   }
 
   async #killFor (pendingKill: PendingKill): Promise<void> {
     if (this.terminal) return
     await this.#update({ pendingKill }, false)
-    this.#kill(pendingKill.reason)
+    this.#kill(pendingKill.cause, pendingKill.reason)
   }
 
   async #conclude (observed: ExitObservation): Promise<void> {

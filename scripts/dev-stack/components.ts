@@ -17,6 +17,7 @@ export interface ComponentContext {
   env: NodeJS.ProcessEnv
   databaseUrl: string
   apiToken: string
+  viewerToken: string
   agentToken: string
 }
 
@@ -54,11 +55,17 @@ export function apiUrl (config: StackConfig): string {
   return `http://127.0.0.1:${config.apiPort}`
 }
 
+export function workerMetricsUrl (config: StackConfig): string {
+  return `http://127.0.0.1:${config.workerMetricsPort}/metrics`
+}
+
 export function workerSpec (context: ComponentContext): ComponentSpec {
   return node('worker', WORKER_ENTRY, {
     ...context.env,
     DATABASE_URL: context.databaseUrl,
-    VMPLANE_AGENT_TOKEN: context.agentToken
+    VMPLANE_AGENT_TOKEN: context.agentToken,
+    VMPLANE_WORKER_METRICS_HOST: '127.0.0.1',
+    VMPLANE_WORKER_METRICS_PORT: String(context.config.workerMetricsPort)
   })
 }
 
@@ -81,6 +88,7 @@ export function apiSpec (context: ComponentContext): ComponentSpec {
     VMPLANE_API_HOST: '127.0.0.1',
     VMPLANE_API_PORT: String(context.config.apiPort),
     VMPLANE_API_TOKEN: context.apiToken,
+    VMPLANE_API_VIEWER_TOKEN: context.viewerToken,
     DATABASE_URL: context.databaseUrl
   })
 }

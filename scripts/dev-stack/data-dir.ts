@@ -2,7 +2,8 @@
  * The layout of a dev stack's data directory. Everything a stack keeps lives here, so a second
  * stack with another data directory (and other ports) runs beside it without sharing a file.
  *
- *   api-token, agent-token, postgres-password   secrets, generated once (mode 0600)
+ *   api-token, viewer-token, agent-token,
+ *   postgres-password                           secrets, generated once (mode 0600)
  *   postgres/                                   the PostgreSQL cluster
  *   temporal/temporal.sqlite                    the Temporal dev server's database
  *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and boot images
@@ -20,6 +21,7 @@ export function stackPaths (dataDir: string) {
   return {
     dataDir,
     apiTokenFile: join(dataDir, 'api-token'),
+    viewerTokenFile: join(dataDir, 'viewer-token'),
     agentTokenFile: join(dataDir, 'agent-token'),
     postgresPasswordFile: join(dataDir, 'postgres-password'),
     postgresDir: join(dataDir, 'postgres'),

@@ -68,6 +68,7 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
     VMPLANE_PG_PORT: String(pgPort),
     VMPLANE_API_PORT: String(apiPort),
     VMPLANE_AGENT_PORT: String(await freePorts(hosts)),
+    VMPLANE_WORKER_METRICS_PORT: String(await freePorts(1)),
     ...options.env
   }
   return await launch({
@@ -170,7 +171,7 @@ export class LaunchedStack {
 
   /** Waits until the stack is ready again, as its start does (scripts/dev-stack/readiness.ts). */
   async waitForReady (timeoutMs = 120_000): Promise<void> {
-    await waitForStackReady(this.info, { timeoutMs, detail: () => this.output.tail() })
+    await waitForStackReady({ ...this.info, apiToken: this.info.viewerToken }, { timeoutMs, detail: () => this.output.tail() })
   }
 
   /** The last lines the dev stack printed. */

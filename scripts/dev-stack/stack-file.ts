@@ -7,12 +7,16 @@ import { readFile, rename, rm, writeFile } from 'node:fs/promises'
 export interface StackInfo {
   apiUrl: string
   docsUrl: string
+  /** Prometheus endpoints by component: `api`, `worker`, `agent-<host>`. */
+  metricsUrls: Record<string, string>
   temporalAddress: string
   temporalUiUrl: string
   namespace: string
   taskQueue: string
   databaseUrl: string
   apiToken: string
+  /** The read-only token (`viewer` role). */
+  viewerToken: string
   agentToken: string
   hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string }>
   startedAt: string

@@ -19,7 +19,7 @@ import type { StackConfig } from '../../config/index.js'
 import { migrate } from '../../db/migrate.js'
 import { ensureTemporalTools } from '../tools/temporal-tools.js'
 import {
-  agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerSpec,
+  agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerMetricsUrl, workerSpec,
   type ComponentContext, type HostPlan
 } from './components.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
@@ -67,8 +67,9 @@ export class DevStack {
     this.claimed = true
     this.log(`data directory ${paths.dataDir}`)
 
-    const [apiToken, agentToken] = await Promise.all([
+    const [apiToken, viewerToken, agentToken] = await Promise.all([
       loadOrCreateSecret(paths.apiTokenFile, config.apiToken),
+      loadOrCreateSecret(paths.viewerTokenFile, config.viewerToken),
       loadOrCreateSecret(paths.agentTokenFile)
     ])
     const tools = await ensureTemporalTools({ temporalCli: config.temporalCli, log: (message) => this.log(message) })
@@ -97,6 +98,7 @@ export class DevStack {
       },
       databaseUrl,
       apiToken,
+      viewerToken,
       agentToken
     }
     this.startComponent(workerSpec(context))
@@ -107,7 +109,8 @@ export class DevStack {
       this.startComponent(agentSpec(context, host, hypervisor))
     }
     this.startComponent(apiSpec(context))
-    await waitForStackReady({ apiUrl: apiUrl(config), apiToken, hosts: this.hosts }, {
+    // Readiness only reads, so it spends the viewer's rate limit, not the operator's.
+    await waitForStackReady({ apiUrl: apiUrl(config), apiToken: viewerToken, hosts: this.hosts }, {
       timeoutMs: READY_TIMEOUT_MS,
       signal: this.stopping.signal,
       detail: () => `the components' output is in ${displayPath(paths.logDir)}`
@@ -116,12 +119,18 @@ export class DevStack {
     const info: StackInfo = {
       apiUrl: apiUrl(config),
       docsUrl: `${apiUrl(config)}/docs`,
+      metricsUrls: {
+        api: `${apiUrl(config)}/metrics`,
+        worker: workerMetricsUrl(config),
+        ...Object.fromEntries(this.hosts.map((host) => [host.component, `${host.url}/metrics`]))
+      },
       temporalAddress: temporalAddress(config),
       temporalUiUrl: temporalUiUrl(config),
       namespace: config.namespace,
       taskQueue: config.taskQueue,
       databaseUrl,
       apiToken,
+      viewerToken,
       agentToken,
       hosts: this.hosts.map(({ id, url, stateDir, imageDir }) => ({ id, url, stateDir, imageDir })),
       startedAt: new Date().toISOString()
@@ -173,7 +182,8 @@ export class DevStack {
       `  API          ${info.apiUrl}`,
       `  API docs     ${info.docsUrl}`,
       `  Temporal UI  ${info.temporalUiUrl}`,
-      `  API token    ${info.apiToken}`,
+      ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
+      `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
       `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
       `  try:         curl -H "Authorization: Bearer $(cat ${displayPath(this.paths.apiTokenFile)})" ${info.apiUrl}/v1/instances`,
       'Ctrl-C stops the stack (VMs keep running and are re-adopted by the next start).'

@@ -1,6 +1,8 @@
 /**
- * Where the repository and its tools are, and how a command is found on PATH.
+ * Where the repository and its tools are, how a command is found on PATH, and how the tool
+ * setup runs one.
  */
+import { spawn } from 'node:child_process'
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'
 import { delimiter, join } from 'node:path'
@@ -29,4 +31,16 @@ export async function findOnPath (command: string): Promise<string | null> {
     if (await isExecutable(candidate)) return candidate
   }
   return null
+}
+
+/** Runs a command with the terminal's output (a build's, an install's progress); rejects unless it exits 0. */
+export function run (command: string, args: string[], options: { env?: NodeJS.ProcessEnv, cwd?: string } = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'inherit', 'inherit'] })
+    child.once('error', reject)
+    child.once('exit', (code, signal) => {
+      if (code === 0) resolve()
+      else reject(new Error(`${command} ${args.join(' ')} failed with ${signal ?? `exit code ${code}`}`))
+    })
+  })
 }

@@ -69,3 +69,23 @@ export async function runningInstance (stack: TestStack, name: string, cmdline =
   if (created.status !== 202) throw new Error(`POST /v1/instances answered ${created.status}: ${JSON.stringify(created.body)}`)
   return await waitForState(stack, created.body.instance.id, 'running')
 }
+
+/** An instance whose guest ignores the power button, in a stop with a long grace period: stuck `stopping`. */
+export async function stuckStopping (stack: TestStack, name: string): Promise<InstanceBody> {
+  const instance = await runningInstance(stack, name, 'sim.ignore_power_button')
+  const stop = await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 600 })
+  if (stop.status !== 202) throw new Error(`POST /v1/instances/${instance.id}/stop answered ${stop.status}: ${JSON.stringify(stop.body)}`)
+  return await waitForInstance(stack, instance.id, (i) => i.state === 'stopping' && i.vmm?.state === 'stopping')
+}
+
+export interface HostBody {
+  id: string
+  status: string
+  lastHeartbeatAt: string | null
+  [key: string]: unknown
+}
+
+/** A host as GET /v1/hosts shows it. */
+export async function hostOf (stack: TestStack, hostId: string): Promise<HostBody | undefined> {
+  return (await api(stack).get<{ items: HostBody[] }>('/v1/hosts')).body.items.find((h) => h.id === hostId)
+}

@@ -1,10 +1,12 @@
 /**
  * The operator's tools, run for real against a test stack: the Temporal CLI (`temporal`, from
- * TEMPORAL_CLI or PATH, as npm test provides it) and `tctl` (on PATH).
+ * TEMPORAL_CLI or PATH, as npm test provides it) and `tctl` (on PATH); and the reconciler's
+ * record of its passes, where what they do shows.
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import type { TestStack } from './stack.js'
+import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { api, type TestStack } from './stack.js'
 
 const run = promisify(execFile)
 
@@ -18,4 +20,19 @@ export async function temporalCli (stack: TestStack, ...args: string[]): Promise
 export async function tctl (stack: TestStack, ...args: string[]): Promise<string> {
   const { stdout } = await run('tctl', ['--address', stack.info.temporalAddress, '--namespace', stack.info.namespace, ...args])
   return stdout
+}
+
+export interface ReconcilePass { id: string, counts: Record<string, number>, actions: string[] }
+
+/** The reconciler's latest recorded pass (GET /v1/admin/reconcile), or null before the first. */
+export async function lastReconcilePass (stack: TestStack): Promise<ReconcilePass | null> {
+  return (await api(stack).get<{ items: ReconcilePass[] }>('/v1/admin/reconcile?limit=1')).body.items[0] ?? null
+}
+
+/** Waits for a pass recorded after the one whose ID is `previousId`. */
+export async function nextReconcilePass (stack: TestStack, previousId: string | null): Promise<ReconcilePass> {
+  return await waitFor('a new reconcile pass recorded', async () => {
+    const pass = await lastReconcilePass(stack)
+    return pass !== null && pass.id !== previousId ? pass : null
+  }, { timeoutMs: 30_000, intervalMs: 100 })
 }

@@ -65,7 +65,8 @@ describe('tombstones', () => {
       store,
       images: new ImageResolver(dir.dir),
       log: pino({ level: 'silent' }),
-      onChange: () => {}
+      onChange: () => {},
+      onKill: () => {}
     })
     await supervisor.start()
     try {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { waitUntil } from '../../scripts/dev-stack/wait.js'
-import { eventsOf, runningInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { eventsOf, hostOf, runningInstance, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { temporalCli, tctl } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
@@ -24,15 +24,8 @@ describe('operator actions', () => {
   })
   after(async () => { await stack?.stop() })
 
-  /** An instance whose guest ignores the power button, in a stop with a long grace period. */
-  async function stuckStopping (name: string): Promise<InstanceBody> {
-    const instance = await runningInstance(stack, name, 'sim.ignore_power_button')
-    assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 600 })).status, 202)
-    return await waitForInstance(stack, instance.id, (i) => i.state === 'stopping' && i.vmm?.state === 'stopping')
-  }
-
   it('answers the state query with temporal and with tctl', async () => {
-    const instance = await stuckStopping('queried')
+    const instance = await stuckStopping(stack, 'queried')
     const fromTemporal = JSON.parse(await temporalCli(stack, 'workflow', 'query', '-w', instanceWorkflowId(instance.id), '--name', 'state', '-o', 'json'))
     const state = fromTemporal.queryResult[0]
     assert.equal(state.operation, 'stop')
@@ -52,7 +45,7 @@ describe('operator actions', () => {
     ['tctl', (s: TestStack, id: string) => tctl(s, 'workflow', 'signal', '-w', instanceWorkflowId(id), '-n', 'forceStop', '-i', '{"reason":"on-call"}')]
   ] as const) {
     it(`forceStop with ${tool} kills a stuck stop at once`, async () => {
-      const instance = await stuckStopping(`forced-${tool}`)
+      const instance = await stuckStopping(stack, `forced-${tool}`)
       const started = Date.now()
       await signal(stack, instance.id)
       const stopped = await waitForState(stack, instance.id, 'stopped')
@@ -117,7 +110,7 @@ describe('operator actions', () => {
         assert.equal(stopped.vmm?.state, 'lost')
         assert.equal(stopped.lastError?.code, 'HostLost')
         assert.equal((await vmmProcesses(stack, instance.vmm!)).length, 1, 'the VMM may still run on the lost host')
-        assert.equal(await hostStatus(hostId), 'lost')
+        assert.equal((await hostOf(stack, hostId))?.status, 'lost')
         // Fenced, so the instance may start again at once, on another host, while the old VMM may still run.
         assert.equal((await api(stack).post(`/v1/instances/${instance.id}/start`)).status, 202)
         const restarted = await waitForState(stack, instance.id, 'running')
@@ -132,11 +125,7 @@ describe('operator actions', () => {
       await waitUntil('the returning agent killed the fenced VMM', async () => (await vmmProcesses(stack, instance.vmm!)).length === 0, { timeoutMs: 30_000 })
       // The host comes back only when an operator says so.
       await temporalCli(stack, 'workflow', 'signal', '-w', `host-${hostId}`, '--name', 'readmitHost')
-      await waitUntil(`host ${hostId} active again`, async () => (await hostStatus(hostId)) === 'active', { timeoutMs: 30_000 })
+      await waitUntil(`host ${hostId} active again`, async () => (await hostOf(stack, hostId))?.status === 'active', { timeoutMs: 30_000 })
     })
-  }
-
-  async function hostStatus (hostId: string): Promise<string | undefined> {
-    return (await api(stack).get<{ items: Array<{ id: string, status: string }> }>('/v1/hosts')).body.items.find((h) => h.id === hostId)?.status
   }
 })

@@ -5,24 +5,21 @@
  * the orphan grace period; the next pass after it reaps both and says so.
  */
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { promisify } from 'node:util'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
 import { SIMULATOR_PATH } from '../../scripts/dev-stack/hypervisor.js'
 import { checkInvariants, violationsOf } from '../../scripts/dev-stack/invariants.js'
 import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
 import { newInstance, runningInstance, vmmProcesses } from '../helpers/instances.js'
+import { lastReconcilePass, nextReconcilePass, temporalCli, type ReconcilePass } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const GRACE_SECONDS = 4
-
-interface Pass { id: string, counts: Record<string, number>, actions: string[] }
 
 describe('the reconciler', () => {
   let stack: TestStack
@@ -32,24 +29,15 @@ describe('the reconciler', () => {
   })
   after(async () => { await stack?.stop() })
 
-  async function lastPassId (): Promise<string | null> {
-    return (await api(stack).get<{ items: Pass[] }>('/v1/admin/reconcile?limit=1')).body.items[0]?.id ?? null
-  }
-
   /** Triggers a pass (through the API, or with `temporal schedule trigger`) and waits for its record. */
-  async function reconcileNow (via: 'api' | 'temporal' = 'api'): Promise<Pass> {
-    const previous = await lastPassId()
+  async function reconcileNow (via: 'api' | 'temporal' = 'api'): Promise<ReconcilePass> {
+    const previous = (await lastReconcilePass(stack))?.id ?? null
     if (via === 'api') {
       assert.equal((await api(stack).post('/v1/admin/reconcile')).status, 202)
     } else {
-      await promisify(execFile)(process.env.TEMPORAL_CLI ?? 'temporal', [
-        'schedule', 'trigger', '--schedule-id', 'vmplane-reconciler', '--address', stack.info.temporalAddress
-      ])
+      await temporalCli(stack, 'schedule', 'trigger', '--schedule-id', 'vmplane-reconciler')
     }
-    return await waitFor('a new reconcile pass recorded', async () => {
-      const pass = (await api(stack).get<{ items: Pass[] }>('/v1/admin/reconcile?limit=1')).body.items[0]
-      return pass !== undefined && pass.id !== previous ? pass : null
-    }, { timeoutMs: 30_000, intervalMs: 100 })
+    return await nextReconcilePass(stack, previous)
   }
 
   it('runs as a Temporal Schedule, triggered by the API and by `temporal schedule trigger`', async () => {

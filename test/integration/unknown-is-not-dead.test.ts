@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { eventsOf, newInstance, runningInstance, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
+import { waitFor } from '../../scripts/dev-stack/wait.js'
 
 const UNREACHABLE_AFTER_SECONDS = 3
 
@@ -121,8 +122,12 @@ describe('unknown is not dead', () => {
     const instance = await runningInstance(stack, 'unresponsive', 'sim.hang_api_after_ms=300')
     const unresponsive = await waitForInstance(stack, instance.id, (i) => i.conditions.some((c) => c.type === 'VmmUnresponsive'), 30_000)
     assert.equal(unresponsive.state, 'running')
-    const messages = (await eventsOf(stack, instance.id)).map((e) => e.message)
-    assert.ok(messages.some((m) => /VMM API unresponsive since/.test(m)), JSON.stringify(messages))
+    // The condition comes with the VMM's record; the event is the workflow's next write.
+    let messages: string[] = []
+    await waitFor('the unresponsive event', async () => {
+      messages = (await eventsOf(stack, instance.id)).map((e) => e.message)
+      return messages.some((m) => /VMM API unresponsive since/.test(m)) ? true : null
+    }, { timeoutMs: 15_000, detail: () => JSON.stringify(messages) })
     assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 1 })).status, 202)
     await waitForState(stack, instance.id, 'stopped')
   })

@@ -46,7 +46,7 @@ describe('the dev stack', { timeout: 600_000 }, () => {
   })
 
   test('keeps its tokens in the data directory, readable by the owner only', async () => {
-    for (const [file, token] of [['api-token', stack.info.apiToken], ['agent-token', stack.info.agentToken]]) {
+    for (const [file, token] of [['api-token', stack.info.apiToken], ['viewer-token', stack.info.viewerToken], ['agent-token', stack.info.agentToken]]) {
       const path = join(stack.dataDir, file)
       assert.equal((await readFile(path, 'utf8')).trim(), token)
       assert.equal((await stat(path)).mode & 0o777, 0o600)

@@ -1,0 +1,24 @@
+/**
+ * Prometheus metrics at `GET /metrics` (fastify-metrics on prom-client): request counts and
+ * durations by route and status (`http_request_duration_seconds`, whose `_count` is the count),
+ * and Node's process metrics. Public like `/healthz`: it names no instance and changes nothing.
+ * Registered before the routes, since it instruments each route as it is added.
+ */
+import fp from 'fastify-plugin'
+import fastifyMetricsModule from 'fastify-metrics'
+
+// A CommonJS module whose plugin is `exports.default`; from ESM that is the import's `default`.
+const fastifyMetrics = fastifyMetricsModule.default
+
+export default fp(async (fastify) => {
+  await fastify.register(fastifyMetrics, {
+    // Scrapes every few seconds would drown the request log.
+    endpoint: { url: '/metrics', method: 'GET', logLevel: 'warn', schema: { hide: true }, handler: () => {} },
+    routeMetrics: {
+      enabled: { histogram: true, summary: false },
+      // Unknown URLs are one label, not one series each.
+      registeredRoutesOnly: true,
+      routeBlacklist: ['/metrics']
+    }
+  })
+}, { name: 'metrics' })

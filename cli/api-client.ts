@@ -1,0 +1,113 @@
+/**
+ * The CLI's HTTP client for the vmplane API: JSON in and out, the bearer token on every request,
+ * errors turned into `CliError`s whose exit codes say whether trying again could help.
+ *
+ * A request that never got an answer (connection reset, timeout) or got 502/503/504 is retried
+ * twice. That is safe for mutating requests too: they all carry this invocation's Idempotency-Key,
+ * so the API answers a retry with what the first attempt did instead of doing it again.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Connection } from './connection.js'
+import { ApiError, CliError, EXIT } from './errors.js'
+
+const REQUEST_TIMEOUT_MS = 15_000
+const RETRY_DELAYS_MS = [300, 1000]
+const RETRIED_STATUSES = new Set([502, 503, 504])
+
+export class ApiClient {
+  constructor (private readonly connection: Connection, private readonly idempotencyKey: string) {}
+
+  async get<T> (path: string): Promise<T> {
+    return await this.request<T>('GET', path)
+  }
+
+  /** A request that changes something: POST or DELETE, with this invocation's Idempotency-Key. */
+  async change<T> (method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    return await this.request<T>(method, path, body, { 'idempotency-key': this.idempotencyKey })
+  }
+
+  private async request<T> (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const retryDelay = RETRY_DELAYS_MS[attempt]
+      let response: Response
+      try {
+        response = await this.fetch(method, path, body, headers)
+      } catch (error) {
+        if (retryDelay === undefined) throw this.unreachable(error)
+        await sleep(retryDelay)
+        continue
+      }
+      if (RETRIED_STATUSES.has(response.status) && retryDelay !== undefined) {
+        await response.body?.cancel()
+        await sleep(retryDelay)
+        continue
+      }
+      return await this.answer<T>(method, path, response)
+    }
+  }
+
+  private async fetch (method: string, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+    return await fetch(`${this.connection.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${this.connection.token}`,
+        accept: 'application/json, application/problem+json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)
+    })
+  }
+
+  private async answer<T> (method: string, path: string, response: Response): Promise<T> {
+    const text = await response.text()
+    const parsed = parseJson(text)
+    if (response.ok) {
+      if (parsed === undefined) {
+        throw new CliError(`${method} ${path}: the API answered ${response.status} with something that is not JSON; is ${this.connection.url} a vmplane API?`, EXIT.unavailable)
+      }
+      return parsed as T
+    }
+    throw new ApiError(response.status, problemDetail(parsed, text, response), retryAfterSeconds(response.headers.get('retry-after')))
+  }
+
+  private unreachable (error: unknown): CliError {
+    return new CliError(`cannot reach the API at ${this.connection.url}: ${networkReason(error)}`, EXIT.unavailable)
+  }
+}
+
+function parseJson (text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+/** problem+json's `detail`; failing that, whatever else the answer says (a proxy's page, say). */
+function problemDetail (parsed: unknown, text: string, response: Response): string {
+  if (typeof parsed === 'object' && parsed !== null) {
+    const { detail, message } = parsed as { detail?: unknown, message?: unknown }
+    if (typeof detail === 'string' && detail !== '') return detail
+    if (typeof message === 'string' && message !== '') return message
+  }
+  const excerpt = text.trim().slice(0, 200)
+  return excerpt !== '' && parsed === undefined ? excerpt : `${response.status} ${response.statusText}`
+}
+
+/** Retry-After is either seconds or an HTTP date; null when absent or unreadable. */
+function retryAfterSeconds (header: string | null): number | null {
+  if (header === null) return null
+  if (/^\d+$/.test(header.trim())) return Number(header.trim())
+  const at = Date.parse(header)
+  return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000))
+}
+
+/** fetch hides the reason in `cause` ("connect ECONNREFUSED 127.0.0.1:9"). */
+function networkReason (error: unknown): string {
+  if (error instanceof Error && error.name === 'TimeoutError') return `no answer within ${REQUEST_TIMEOUT_MS / 1000} s`
+  const cause = error instanceof Error ? error.cause : undefined
+  if (cause instanceof Error && cause.message !== '') return cause.message
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,17 @@
+/**
+ * The API's answers, typed from the zod schemas that produce them (type-only imports: the CLI
+ * loads neither zod nor the API at run time), so a change to the API breaks the CLI's build.
+ */
+import type { z } from 'zod'
+import type { hostListSchema, hostSchema } from '../api/schemas/hosts.js'
+import type { acceptedSchema, eventListSchema, eventSchema, instanceListSchema, instanceSchema } from '../api/schemas/instances.js'
+import type { operationSchema } from '../api/schemas/operations.js'
+
+export type Instance = z.infer<typeof instanceSchema>
+export type InstanceList = z.infer<typeof instanceListSchema>
+export type InstanceEvent = z.infer<typeof eventSchema>
+export type EventList = z.infer<typeof eventListSchema>
+export type Operation = z.infer<typeof operationSchema>
+export type Accepted = z.infer<typeof acceptedSchema>
+export type Host = z.infer<typeof hostSchema>
+export type HostList = z.infer<typeof hostListSchema>

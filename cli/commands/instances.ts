@@ -1,0 +1,175 @@
+/**
+ * `vmplane instances list|get|events|create|start|stop|reboot|delete`. The changes answer at
+ * once with the accepted operation; with `--wait` they follow it to its end (wait.ts) and exit
+ * non-zero unless it succeeded.
+ */
+import { Option, type Command } from 'commander'
+import { INSTANCE_STATES, RESTART_POLICIES } from '../../domain/instance.js'
+import type { ApiClient } from '../api-client.js'
+import type { Accepted, EventList, Instance, InstanceList } from '../api-types.js'
+import { positiveSeconds, wholeNumber } from '../arguments.js'
+import { contextOf, show, type Context } from '../context.js'
+import { instanceId } from '../instance-ref.js'
+import { Progress } from '../progress.js'
+import { acceptedSummary, eventTable, instanceDetail, instanceTable } from '../views.js'
+import { ensureSucceeded, waitForOperation } from '../wait.js'
+
+const DEFAULT_WAIT_TIMEOUT_SECONDS = 300
+const INSTANCE = '<instance>'
+const INSTANCE_HELP = 'the instance, by ID or by name'
+
+interface WaitFlags {
+  wait?: boolean
+  timeout: number
+}
+
+interface PageFlags {
+  limit: number
+  cursor?: string
+}
+
+interface CreateFlags extends WaitFlags {
+  name: string
+  vcpus: number
+  memory: number
+  kernel: string
+  initramfs?: string
+  cmdline?: string
+  start: boolean
+  stopGrace?: number
+  restartPolicy?: string
+}
+
+interface GraceFlags extends WaitFlags {
+  grace?: number
+}
+
+export function addInstanceCommands (program: Command): void {
+  const instances = program.command('instances').description('list, inspect, create and change instances')
+
+  withPaging(instances.command('list')
+    .description('list instances, oldest first (destroyed ones only with --state destroyed)')
+    .addOption(new Option('--state <state>', 'only instances in this state').choices(INSTANCE_STATES)))
+    .action(async (options: PageFlags & { state?: string }, command: Command) => {
+      const context = contextOf(command)
+      const query = pageQuery(options)
+      if (options.state !== undefined) query.set('state', options.state)
+      const page = await context.api.get<InstanceList>(`/v1/instances?${query}`)
+      show(context, page, (p) => withNextPage(instanceTable(p.items), p.nextCursor))
+    })
+
+  instances.command('get')
+    .description('show an instance: its state and why (operation in flight, VMM and host, last error, conditions)')
+    .argument(INSTANCE, INSTANCE_HELP)
+    .action(async (instance: string, _options: unknown, command: Command) => {
+      const context = contextOf(command)
+      const id = await instanceId(context.api, instance)
+      show(context, await context.api.get<Instance>(`/v1/instances/${id}`), instanceDetail)
+    })
+
+  withPaging(instances.command('events')
+    .description("an instance's history, newest first: every state change and why")
+    .argument(INSTANCE, INSTANCE_HELP))
+    .action(async (instance: string, options: PageFlags, command: Command) => {
+      const context = contextOf(command)
+      const id = await instanceId(context.api, instance)
+      const page = await context.api.get<EventList>(`/v1/instances/${id}/events?${pageQuery(options)}`)
+      show(context, page, (p) => withNextPage(eventTable(p.items), p.nextCursor))
+    })
+
+  withWait(instances.command('create')
+    .description('create an instance and start it (unless --no-start)')
+    .requiredOption('--name <name>', 'lower-case letters, digits and dashes')
+    .requiredOption('--vcpus <n>', 'virtual CPUs', wholeNumber)
+    .requiredOption('--memory <MiB>', 'memory in MiB', wholeNumber)
+    .requiredOption('--kernel <image>', "kernel image, a name in the hosts' image directory")
+    .option('--initramfs <image>', "initramfs image, a name in the hosts' image directory")
+    .option('--cmdline <cmdline>', 'kernel command line')
+    .option('--no-start', 'create it stopped')
+    .option('--stop-grace <seconds>', 'how long a stop waits for the guest to power off before killing its VMM', wholeNumber)
+    .addOption(new Option('--restart-policy <policy>', 'on-failure restarts a failed instance by itself').choices(RESTART_POLICIES)))
+    .action(async (options: CreateFlags, command: Command) => {
+      const context = contextOf(command)
+      await change(context, options, await context.api.change<Accepted>('POST', '/v1/instances', createBody(options)))
+    })
+
+  addChange<WaitFlags>(instances, 'start', 'start a stopped or failed instance',
+    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/start`))
+  addChange<WaitFlags>(instances, 'reboot', 'reboot a running instance',
+    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/reboot`))
+  addChange<GraceFlags>(instances, 'stop', 'stop an instance: ACPI power-off, then kill its VMM when the grace period ends',
+    async (api, id, { grace }) => await api.change<Accepted>('POST', `/v1/instances/${id}/stop`, grace === undefined ? undefined : { graceSeconds: grace }),
+    withGrace)
+  addChange<GraceFlags>(instances, 'delete', 'stop an instance (preempting anything in flight), then destroy it',
+    async (api, id, { grace }) => await api.change<Accepted>('DELETE', `/v1/instances/${id}${grace === undefined ? '' : `?graceSeconds=${grace}`}`),
+    withGrace)
+}
+
+/** A change to one existing instance: finds it by ID or name, sends the request, follows it with --wait. */
+function addChange<Flags extends WaitFlags> (
+  instances: Command,
+  name: string,
+  description: string,
+  request: (api: ApiClient, id: string, flags: Flags) => Promise<Accepted>,
+  withOptions = (command: Command) => command
+): void {
+  withWait(withOptions(instances.command(name).description(description).argument(INSTANCE, INSTANCE_HELP)))
+    .action(async (instance: string, flags: Flags, command: Command) => {
+      const context = contextOf(command)
+      const id = await instanceId(context.api, instance)
+      await change(context, flags, await request(context.api, id, flags))
+    })
+}
+
+function withGrace (command: Command): Command {
+  return command.option('--grace <seconds>', "overrides the instance's stop grace period; 0 kills the VMM at once", wholeNumber)
+}
+
+function withWait (command: Command): Command {
+  return command
+    .option('--wait', 'follow the operation to its end, showing the state transitions')
+    .option('--timeout <seconds>', 'with --wait: give up (exit 4) after this long', positiveSeconds, DEFAULT_WAIT_TIMEOUT_SECONDS)
+}
+
+/**
+ * Prints what a change did. Without `--wait`, or when nothing needed doing, that is the API's
+ * answer; with it, the instance and operation once the operation has ended, in the same shape.
+ */
+async function change (context: Context, flags: WaitFlags, accepted: Accepted): Promise<void> {
+  if (flags.wait !== true || accepted.operation === null) {
+    show(context, accepted, acceptedSummary)
+    return
+  }
+  const started = { instance: accepted.instance, operation: accepted.operation }
+  const outcome = await waitForOperation(context.api, started, flags.timeout * 1000, new Progress(accepted.instance.name))
+  show(context, outcome, (o) => instanceDetail(o.instance))
+  ensureSucceeded(outcome)
+}
+
+function withPaging (command: Command): Command {
+  return command
+    .option('--limit <n>', 'at most this many (1-500)', wholeNumber, 50)
+    .option('--cursor <cursor>', "the next page: the previous page's nextCursor")
+}
+
+function createBody (options: CreateFlags) {
+  return {
+    name: options.name,
+    vcpus: options.vcpus,
+    memoryMiB: options.memory,
+    boot: { kernel: options.kernel, initramfs: options.initramfs, cmdline: options.cmdline },
+    start: options.start,
+    stopGraceSeconds: options.stopGrace,
+    restartPolicy: options.restartPolicy
+  }
+}
+
+function pageQuery (options: PageFlags): URLSearchParams {
+  const query = new URLSearchParams({ limit: String(options.limit) })
+  if (options.cursor !== undefined) query.set('cursor', options.cursor)
+  return query
+}
+
+function withNextPage (text: string, nextCursor: string | null): string {
+  return nextCursor === null ? text : `${text}\nmore: --cursor ${nextCursor}`
+}

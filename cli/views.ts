@@ -1,0 +1,106 @@
+/**
+ * What each kind of answer looks like as a table. An instance's detail view is built to answer
+ * "why is it in this state?": the state beside the intended one, the operation in flight, its
+ * VMM and host, the last error and the current conditions, in that order.
+ */
+import type { Accepted, Host, Instance, InstanceEvent, Operation } from './api-types.js'
+import { fields, seconds, table, timestamp } from './output.js'
+
+export function instanceDetail (instance: Instance): string {
+  return fields([
+    ['name', instance.name],
+    ['id', instance.id],
+    ['state', `${instance.state} (intended: ${instance.intendedState})`],
+    ['operation', instance.operation === null ? 'none in flight' : operationSummary(instance.operation)],
+    ['vmm', vmmSummary(instance.vmm)],
+    ['last error', instance.lastError === null ? 'none' : `${instance.lastError.code}: ${instance.lastError.message} (${timestamp(instance.lastError.at)})`],
+    ['conditions', instance.conditions.length === 0
+      ? 'none'
+      : instance.conditions.map((c) => `${c.type} since ${timestamp(c.since)}: ${c.message}`).join('\n')],
+    ['size', `${instance.vcpus} vCPU, ${instance.memoryMiB} MiB`],
+    ['boot', bootSummary(instance.boot)],
+    ['policy', `restart ${instance.restartPolicy}, stop grace ${instance.stopGraceSeconds} s`],
+    ['created', timestamp(instance.createdAt)],
+    ['updated', timestamp(instance.updatedAt)],
+    ...(instance.destroyedAt === null ? [] : [['destroyed', timestamp(instance.destroyedAt)] as [string, string]])
+  ])
+}
+
+export function instanceTable (instances: Instance[]): string {
+  return table(
+    ['NAME', 'STATE', 'INTENDED', 'HOST', 'OPERATION', 'CONDITIONS', 'ID'],
+    instances.map((i) => [
+      i.name,
+      i.state,
+      i.intendedState,
+      i.vmm?.hostId ?? '-',
+      i.operation === null ? '-' : i.operation.kind,
+      i.conditions.length === 0 ? '-' : i.conditions.map((c) => c.type).join(','),
+      i.id
+    ])
+  )
+}
+
+export function eventTable (events: InstanceEvent[]): string {
+  return table(
+    ['AT', 'KIND', 'STATE', 'MESSAGE'],
+    events.map((e) => [timestamp(e.at), e.kind, e.state ?? '-', e.message])
+  )
+}
+
+export function hostTable (hosts: Host[]): string {
+  return table(
+    ['ID', 'STATUS', 'VCPUS USED', 'MEMORY USED', 'VMMS', 'LAST HEARTBEAT', 'AGENT'],
+    hosts.map((h) => [
+      h.id,
+      h.contactFailingSince === null ? h.status : `${h.status} (no contact since ${timestamp(h.contactFailingSince)})`,
+      `${h.reserved.vcpus}/${h.capacity.vcpus}`,
+      `${h.reserved.memoryMiB}/${h.capacity.memoryMiB} MiB`,
+      String(h.liveVmms),
+      timestamp(h.lastHeartbeatAt),
+      h.agentUrl
+    ])
+  )
+}
+
+export function operationDetail (operation: Operation): string {
+  const finishedAt = operation.finishedAt ?? null
+  const took = finishedAt === null ? '' : ` (took ${seconds(Date.parse(finishedAt) - Date.parse(operation.startedAt))})`
+  return fields([
+    ['id', operation.id],
+    ['kind', operation.kind],
+    ['instance', operation.instanceId],
+    ['status', operation.status],
+    ['error', operation.error == null ? 'none' : `${operation.error.code}: ${operation.error.message}`],
+    ['started', timestamp(operation.startedAt)],
+    ['finished', `${timestamp(finishedAt)}${took}`],
+    ['workflow', `${operation.workflowId} (run ${operation.runId ?? '-'})`]
+  ])
+}
+
+/** The answer to a change made without `--wait`: what was accepted, and how to follow it. */
+export function acceptedSummary ({ instance, operation, message }: Accepted): string {
+  if (operation === null) return `${instance.name}: ${message ?? 'nothing to do'} (state: ${instance.state})`
+  return `${instance.name}: ${operation.kind} accepted as operation ${operation.id}; state: ${instance.state}\n` +
+    `follow it with: vmplane operations get ${operation.id}`
+}
+
+function operationSummary (operation: Operation): string {
+  return `${operation.kind} ${operation.id}, ${operation.status} since ${timestamp(operation.startedAt)}`
+}
+
+function vmmSummary (vmm: Instance['vmm']): string {
+  if (vmm === null) return 'none'
+  const reason = vmm.reason === null ? '' : ` (${vmm.reason})`
+  const exit = vmm.exit === null
+    ? ''
+    : `; exited: ${vmm.exit.cause}${vmm.exit.code === null ? '' : `, code ${vmm.exit.code}`}${vmm.exit.signal === null ? '' : `, signal ${vmm.exit.signal}`}`
+  return `${vmm.id} on ${vmm.hostId}: ${vmm.state}${reason}${exit}`
+}
+
+function bootSummary (boot: Instance['boot']): string {
+  const parts = [`kernel ${boot.kernel}`]
+  if (boot.initramfs !== undefined) parts.push(`initramfs ${boot.initramfs}`)
+  if (boot.cmdline !== undefined) parts.push(`cmdline ${JSON.stringify(boot.cmdline)}`)
+  return parts.join(', ')
+}

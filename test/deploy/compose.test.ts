@@ -1,0 +1,99 @@
+/**
+ * docker-compose.yml, checked by Docker Compose itself: `docker compose config` parses the file,
+ * validates it against the Compose specification and substitutes the variables, all without a
+ * Docker engine. What it renders must hold the whole multi-machine shape.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { before, describe, it } from 'node:test'
+import { findCompose, type ComposeCommand } from '../../scripts/tools/compose.js'
+import { REPO_ROOT } from '../../scripts/tools/paths.js'
+
+const COMPOSE_FILE = join(REPO_ROOT, 'docker-compose.yml')
+const TOKENS = { VMPLANE_API_TOKEN: 'api-token-for-the-compose-test', VMPLANE_AGENT_TOKEN: 'agent-token-for-the-compose-test' }
+
+interface Service {
+  image?: string
+  build?: unknown
+  command?: string[]
+  environment?: Record<string, string>
+  devices?: Array<string | { source: string }>
+  depends_on?: Record<string, { condition: string }>
+  healthcheck?: unknown
+}
+
+interface Result {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+describe('docker-compose.yml', () => {
+  let compose: ComposeCommand
+  before(async () => {
+    const found = await findCompose()
+    if (found === null) {
+      throw new Error('no Docker Compose v2: `npm test` builds it into .tools/bin (scripts/tools/compose.ts), or install the Docker Compose plugin')
+    }
+    compose = found
+  })
+
+  /** `compose -f docker-compose.yml config …` with only these variables (and PATH, HOME) set. */
+  function config (env: Record<string, string>, ...args: string[]): Promise<Result> {
+    return new Promise((resolve) => {
+      execFile(compose.command, [...compose.args, '-f', COMPOSE_FILE, 'config', ...args], {
+        cwd: REPO_ROOT,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+        timeout: 60_000
+      }, (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr })
+      })
+    })
+  }
+
+  it('renders every service of the multi-machine shape, the tokens in the services that use them', async () => {
+    const result = await config(TOKENS, '--format', 'json')
+    assert.equal(result.code, 0, result.stderr)
+    const services = (JSON.parse(result.stdout) as { services: Record<string, Service> }).services
+    assert.deepEqual(Object.keys(services).sort(), [
+      'host-agent', 'postgresql', 'temporal', 'temporal-admin-tools', 'temporal-ui',
+      'vmplane-api', 'vmplane-migrate', 'vmplane-worker'
+    ])
+
+    assert.match(services.postgresql.image ?? '', /^postgres:/)
+    assert.match(services.temporal.image ?? '', /^temporalio\/auto-setup:/)
+    assert.equal(services.temporal.environment?.DB, 'postgres12', 'Temporal persists in PostgreSQL')
+    assert.equal(services.temporal.environment?.POSTGRES_SEEDS, 'postgresql')
+    assert.match(services['temporal-ui'].image ?? '', /^temporalio\/ui:/)
+    assert.match(services['temporal-admin-tools'].image ?? '', /^temporalio\/admin-tools:/)
+    assert.ok(services['temporal-admin-tools'].healthcheck !== undefined, 'admin tools report when the search attributes exist')
+
+    for (const [name, program] of [['vmplane-migrate', 'migrate'], ['vmplane-api', 'api'], ['vmplane-worker', 'worker'], ['host-agent', 'agent']]) {
+      assert.ok(services[name].build !== undefined, `${name} is built from the Dockerfile`)
+      assert.deepEqual(services[name].command, ['node', `dist/bin/${program}.js`])
+    }
+    for (const name of ['vmplane-api', 'vmplane-worker']) {
+      assert.equal(services[name].depends_on?.['vmplane-migrate']?.condition, 'service_completed_successfully', `${name} waits for the migration`)
+      assert.equal(services[name].depends_on?.['temporal-admin-tools']?.condition, 'service_healthy', `${name} waits for the search attributes`)
+    }
+    assert.equal(services['vmplane-api'].environment?.VMPLANE_API_TOKEN, TOKENS.VMPLANE_API_TOKEN)
+    assert.equal(services['vmplane-worker'].environment?.VMPLANE_AGENT_TOKEN, TOKENS.VMPLANE_AGENT_TOKEN)
+    assert.equal(services['host-agent'].environment?.VMPLANE_AGENT_TOKEN, TOKENS.VMPLANE_AGENT_TOKEN)
+    assert.equal(services['host-agent'].environment?.VMPLANE_API_TOKEN, undefined, 'the API token stays off the hosts')
+    assert.equal(services['vmplane-api'].environment?.VMPLANE_API_VIEWER_TOKEN, '', 'the viewer token is optional')
+    assert.equal(services['vmplane-worker'].environment?.VMPLANE_WORKER_METRICS_HOST, '0.0.0.0', 'the worker serves metrics beyond its container')
+
+    const devices = (services['host-agent'].devices ?? []).map((device) => typeof device === 'string' ? device.split(':')[0] : device.source)
+    assert.deepEqual(devices, ['/dev/kvm'], 'the host agent gets /dev/kvm')
+  })
+
+  for (const variable of Object.keys(TOKENS) as Array<keyof typeof TOKENS>) {
+    it(`refuses to render without ${variable}, naming it`, async () => {
+      const { [variable]: _left, ...others } = TOKENS
+      const result = await config(others)
+      assert.notEqual(result.code, 0, 'compose config succeeded without the token')
+      assert.match(result.stderr, new RegExp(`\\b${variable}\\b`))
+    })
+  }
+})

@@ -1,0 +1,460 @@
+/**
+ * docs/operations.md cannot rot: every ```sh block in it runs here as written, its placeholders
+ * filled in, with the real `temporal`, `tctl`, curl and jq against a live stack, each in the
+ * situation its section describes, and what it prints must show what the runbook says it does.
+ *
+ * Each `##` section of the runbook has its steps below, one per command block, in order: what
+ * must be true before it runs (`given`) and what its output, or the state it leaves, must show
+ * (`check`). A command block without a step here, a step without a block, a placeholder the test
+ * does not know, or a fenced block that is neither a command (```sh) nor a sample (```text)
+ * fails the test.
+ */
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { readFile, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { promisify } from 'node:util'
+import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { REPO_ROOT } from '../../scripts/tools/paths.js'
+import {
+  hostOf, runningInstance, stuckStopping, vmmProcesses, waitForState, type InstanceBody
+} from '../helpers/instances.js'
+import { lastReconcilePass, nextReconcilePass, temporalCli } from '../helpers/operator.js'
+import { api, startStack, type TestStack } from '../helpers/stack.js'
+
+const RUNBOOK = join(REPO_ROOT, 'docs', 'operations.md')
+const SETUP_SECTION = 'Before you start'
+const PLACEHOLDERS = ['data-dir', 'instance-id', 'host-id', 'operation-id', 'run-id'] as const
+type Placeholder = typeof PLACEHOLDERS[number]
+
+interface Step {
+  /** The block this step is written for: a guard that the runbook and this table line up. */
+  command: RegExp
+  /** Brings about the situation the block is for, and says what its placeholders stand for. */
+  given?: () => Promise<void>
+  /** What the output must show; it may also wait for the effect the command is meant to have. */
+  check: (output: string) => void | Promise<void>
+  /** The block reads something that changes shortly after the previous one: run it again until `check` passes. */
+  settles?: boolean
+}
+
+/** The runbook's sections and, in each, its ```sh blocks in order. */
+function commandBlocks (markdown: string): Map<string, string[]> {
+  const sections = new Map<string, string[]>()
+  let section: string | null = null
+  let fence: { info: string, lines: string[] } | null = null
+  for (const [index, line] of markdown.split('\n').entries()) {
+    if (fence !== null) {
+      if (line.startsWith('```')) {
+        if (fence.info === 'sh') {
+          if (section === null) throw new Error(`line ${index + 1}: a command block before the first section`)
+          sections.get(section)!.push(fence.lines.join('\n'))
+        }
+        fence = null
+      } else {
+        fence.lines.push(line)
+      }
+    } else if (line.startsWith('```')) {
+      fence = { info: line.slice(3).trim(), lines: [] }
+      if (fence.info !== 'sh' && fence.info !== 'text') throw new Error(`line ${index + 1}: a fenced block is either \`sh\` (a command) or \`text\` (a sample), not \`${fence.info}\``)
+    } else if (line.startsWith('## ')) {
+      section = line.slice(3).trim()
+      sections.set(section, [])
+    }
+  }
+  if (fence !== null) throw new Error('a fenced block is not closed')
+  return sections
+}
+
+describe('the operator runbook, docs/operations.md', async () => {
+  const runbook = commandBlocks(await readFile(RUNBOOK, 'utf8'))
+  let stack: TestStack
+  /** What the placeholders stand for in the situation at hand; each `given` sets its own. */
+  const values: Partial<Record<Placeholder, string>> = {}
+  /** Host agents frozen (SIGSTOP) to make a host lost: resumed at the end whatever happens. */
+  const frozen = new Set<string>()
+
+  before(async () => {
+    stack = await startStack({
+      env: {
+        // Reconciler passes only when the runbook triggers one, so each trigger's pass is seen.
+        VMPLANE_RECONCILE_SECONDS: '3600',
+        // A host brought back is heard from within a second.
+        VMPLANE_HEARTBEAT_SECONDS: '1'
+      }
+    })
+    values['data-dir'] = stack.dataDir
+  })
+  after(async () => {
+    for (const agent of frozen) await stack.kill(agent, 'SIGCONT')
+    await stack?.stop()
+  })
+
+  /** The environment of the runbook's commands: nothing of the test's own Temporal settings. */
+  function commandEnv (): NodeJS.ProcessEnv {
+    return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TEMPORAL_')))
+  }
+
+  /** Runs a script with bash from the repository's root, as an operator's shell would; fails unless it exits 0. */
+  async function sh (script: string): Promise<string> {
+    try {
+      const { stdout } = await promisify(execFile)('bash', ['-c', `set -euo pipefail\n${script}`], {
+        cwd: REPO_ROOT, env: commandEnv(), timeout: 60_000, maxBuffer: 16 * 1024 * 1024
+      })
+      return stdout
+    } catch (error) {
+      const { code, stdout, stderr } = error as { code?: number, stdout?: string, stderr?: string }
+      throw new Error(`exit ${code}:\n${script}\n--- stdout\n${stdout}\n--- stderr\n${stderr}`)
+    }
+  }
+
+  function substitute (block: string): string {
+    return block.replace(/<([A-Za-z][\w-]*)>/g, (whole, name: string) => {
+      assert.ok((PLACEHOLDERS as readonly string[]).includes(name), `unknown placeholder ${whole} in:\n${block}`)
+      const value = values[name as Placeholder]
+      assert.ok(value !== undefined, `${whole} stands for nothing in this situation:\n${block}`)
+      return value
+    })
+  }
+
+  const prelude = (): string => substitute(runbook.get(SETUP_SECTION)![0]!)
+
+  async function runStep (block: string, step: Step): Promise<void> {
+    assert.match(block, step.command, 'the runbook block and the test step disagree')
+    await step.given?.()
+    const script = `${prelude()}\n${substitute(block)}`
+    if (step.settles !== true) {
+      const output = await sh(script)
+      await step.check(output)
+      return
+    }
+    let last = ''
+    await waitFor('the output to show it', async () => {
+      const output = await sh(script)
+      try {
+        await step.check(output)
+        return true
+      } catch (error) {
+        last = `${(error as Error).message}\n${output}`
+        return null
+      }
+    }, { timeoutMs: 30_000, intervalMs: 500, detail: () => last })
+  }
+
+  // Situations
+
+  function use (instance: InstanceBody): void {
+    values['instance-id'] = instance.id
+    values['host-id'] = instance.vmm?.hostId
+  }
+
+  /** A running instance whose VMM process is then SIGKILLed: `failed`, as after a crash. */
+  async function crashed (name: string): Promise<InstanceBody> {
+    const instance = await runningInstance(stack, name)
+    for (const pid of await vmmProcesses(stack, instance.vmm!)) process.kill(pid, 'SIGKILL')
+    return await waitForState(stack, instance.id, 'failed')
+  }
+
+  /** An instance stuck `stopping` on a host whose agent no longer answers (frozen with SIGSTOP). */
+  async function stuckOnSilentHost (name: string): Promise<void> {
+    const instance = await stuckStopping(stack, name)
+    const agent = `agent-${instance.vmm!.hostId}`
+    await stack.kill(agent, 'SIGSTOP')
+    frozen.add(agent)
+    use(instance)
+  }
+
+  /** The host's agent answers again and has been heard from, so the VMMs fenced on it are killed. */
+  async function hostBack (hostId: string): Promise<void> {
+    const agent = `agent-${hostId}`
+    const resumedAt = Date.now()
+    await stack.kill(agent, 'SIGCONT')
+    frozen.delete(agent)
+    await waitUntil(`${hostId} heard from again`, async () =>
+      Date.parse((await hostOf(stack, hostId))?.lastHeartbeatAt ?? '') > resumedAt, { timeoutMs: 30_000 })
+    values['host-id'] = hostId
+  }
+
+  async function stoppedBy (code: string): Promise<void> {
+    const stopped = await waitForState(stack, values['instance-id']!, 'stopped', 20_000)
+    assert.equal(stopped.lastError?.code, code)
+  }
+
+  async function hostStatusIs (hostId: string, status: string): Promise<void> {
+    await waitUntil(`${hostId} ${status}`, async () => (await hostOf(stack, hostId))?.status === status, { timeoutMs: 30_000 })
+  }
+
+  const includesAll = (output: string, ...parts: string[]): void => {
+    for (const part of parts) assert.ok(output.includes(part), `${JSON.stringify(part)} is not in:\n${output}`)
+  }
+
+  /** tctl's event table wraps long attributes at a fixed width, anywhere in a word: join them up again. */
+  const unwrapped = (output: string): string => output.replace(/\s*\n\s*/g, '')
+
+  let previousPass: string | null = null
+  /** No pass running, so the trigger is not skipped as an overlap, and the last pass recorded. */
+  const beforeTrigger = async (): Promise<void> => {
+    await waitUntil('no reconcile pass running', async () =>
+      /^Total: 0$/m.test(await temporalCli(stack, 'workflow', 'count', '-q', "WorkflowType = 'reconcile' AND ExecutionStatus = 'Running'")), { timeoutMs: 30_000 })
+    previousPass = (await lastReconcilePass(stack))?.id ?? null
+  }
+  const passRecorded = async (): Promise<void> => { await nextReconcilePass(stack, previousPass) }
+
+  const lostHosts: string[] = []
+
+  const steps: Record<string, Step[]> = {
+    [SETUP_SECTION]: [],
+    'What is this instance doing?': [
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq/,
+        given: async () => { use(await stuckStopping(stack, 'runbook-doing')) },
+        check: (output) => includesAll(output, values['instance-id']!, '"state": "stopping"', '"kind": "stop"', values['host-id']!)
+      },
+      {
+        command: /^temporal workflow query -w instance-<instance-id> --name state$/,
+        check: (output) => includesAll(output, 'Query result:', '"operation":"stop"', '"phase":"stopping"', '"stopDeadline"', values['host-id']!)
+      },
+      {
+        command: /^tctl workflow query -w instance-<instance-id> --qt state$/,
+        check: (output) => includesAll(output, 'Query result:', '"operation":"stop"', '"phase":"stopping"', '"stopDeadline"', values['host-id']!)
+      },
+      {
+        command: /^temporal workflow describe -w instance-<instance-id>$/,
+        check: (output) => includesAll(output, 'stopInstance', 'StaticSummary  "stop runbook-doing (grace 600 s)"', 'InstanceState', '"\\"stopping\\""')
+      },
+      {
+        command: /^tctl workflow describe -w instance-<instance-id>$/,
+        check: (output) => includesAll(output, '"name": "stopInstance"', '"status": "Running"', '"InstanceState": "stopping"')
+      }
+    ],
+    'Why did it fail?': [
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq/,
+        given: async () => { use(await crashed('runbook-crashed')) },
+        check: (output) => includesAll(output, '"state": "failed"', '"code": "VmmCrashed"', 'SIGKILL')
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id>\/events.* \| jq/,
+        check: (output) => includesAll(output, 'failed', 'SIGKILL')
+      },
+      {
+        command: /^temporal workflow show -w instance-<instance-id> --detailed$/,
+        check: (output) => includesAll(output, 'signalName: vmmReport', 'input[0].exit.signal: SIGKILL')
+      },
+      {
+        command: /^tctl workflow show -w instance-<instance-id>$/,
+        check: (output) => includesAll(unwrapped(output), 'SignalName:vmmReport', '"signal":"SIGKILL"')
+      }
+    ],
+    'Everything stuck in stopping': [
+      {
+        command: /curl .*\/v1\/instances\?state=stopping/,
+        given: async () => { use(await stuckStopping(stack, 'runbook-stuck')) },
+        check: (output) => includesAll(output, values['instance-id']!, 'runbook-stuck')
+      },
+      {
+        command: /^temporal workflow list -q "InstanceState = 'stopping' AND ExecutionStatus = 'Running'"$/,
+        settles: true,
+        check: (output) => includesAll(output, `instance-${values['instance-id']!}`, 'stopInstance')
+      },
+      {
+        command: /^tctl workflow list -q "InstanceState = 'stopping' AND ExecutionStatus = 'Running'" --psa$/,
+        settles: true,
+        check: (output) => includesAll(output, `instance-${values['instance-id']!}`, 'stopInstance', 'stopping')
+      }
+    ],
+    'Force a stop now': [
+      {
+        command: /^temporal workflow signal -w instance-<instance-id> --name forceStop --input/,
+        given: async () => { use(await stuckStopping(stack, 'runbook-forced-temporal')) },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          await stoppedBy('StopForced')
+        }
+      },
+      {
+        command: /^tctl workflow signal -w instance-<instance-id> -n forceStop -i/,
+        given: async () => { use(await stuckStopping(stack, 'runbook-forced-tctl')) },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          await stoppedBy('StopForced')
+        }
+      },
+      {
+        command: /^temporal workflow signal-with-start -w instance-<instance-id> --type applyVmmReports .*--signal-name forceStop/s,
+        // Running, with no operation in flight: no execution runs for it.
+        given: async () => { use(await runningInstance(stack, 'runbook-forced-idle', 'sim.ignore_power_button')) },
+        check: async (output) => {
+          includesAll(output, 'Running execution:', `instance-${values['instance-id']!}`, 'applyVmmReports')
+          await stoppedBy('StopForced')
+          // Started by hand, it still carries InstanceId, so a search for the instance finds it.
+          const found = await temporalCli(stack, 'workflow', 'list', '-q', `InstanceId = '${values['instance-id']!}' AND WorkflowType = 'applyVmmReports'`)
+          includesAll(found, `instance-${values['instance-id']!}`)
+        }
+      },
+      {
+        command: /curl .* -X POST \$API\/v1\/instances\/<instance-id>\/stop .*"graceSeconds": ?0/,
+        given: async () => { use(await stuckStopping(stack, 'runbook-forced-api')) },
+        check: async (output) => {
+          includesAll(output, '"kind": "stop"', values['instance-id']!)
+          await stoppedBy('StopForced')
+        }
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq/,
+        check: (output) => includesAll(output, '"state": "stopped"', '"code": "StopForced"')
+      }
+    ],
+    'Declare a host lost': [
+      {
+        command: /^temporal workflow signal -w host-<host-id> --name declareHostLost/,
+        given: async () => { await stuckOnSilentHost('runbook-lost-temporal') },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          lostHosts.push(values['host-id']!)
+          await hostStatusIs(values['host-id']!, 'lost')
+          await stoppedBy('HostLost')
+        }
+      },
+      {
+        command: /^tctl workflow signal -w host-<host-id> -n declareHostLost/,
+        // The first host is lost now: this instance lands on the other one.
+        given: async () => { await stuckOnSilentHost('runbook-lost-tctl') },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          assert.ok(!lostHosts.includes(values['host-id']!))
+          lostHosts.push(values['host-id']!)
+          await hostStatusIs(values['host-id']!, 'lost')
+          await stoppedBy('HostLost')
+        }
+      },
+      {
+        command: /curl .*\/v1\/hosts \| jq/,
+        check: (output) => {
+          for (const host of lostHosts) assert.match(output, new RegExp(`"id": "${host}",\\s*"status": "lost"`))
+        }
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq/,
+        check: (output) => includesAll(output, '"state": "stopped"', '"code": "HostLost"', '"state": "lost"')
+      },
+      {
+        command: /^temporal workflow signal -w host-<host-id> --name readmitHost$/,
+        given: async () => { await hostBack(lostHosts[0]!) },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          await hostStatusIs(lostHosts[0]!, 'active')
+        }
+      },
+      {
+        command: /^tctl workflow signal -w host-<host-id> -n readmitHost$/,
+        given: async () => { await hostBack(lostHosts[1]!) },
+        check: async (output) => {
+          includesAll(output, 'Signal workflow succeeded')
+          await hostStatusIs(lostHosts[1]!, 'active')
+        }
+      },
+      {
+        command: /curl .*\/v1\/hosts \| jq/,
+        check: (output) => {
+          for (const host of lostHosts) assert.match(output, new RegExp(`"id": "${host}",\\s*"status": "active"`))
+        }
+      }
+    ],
+    'Trigger a reconcile': [
+      {
+        command: /^temporal schedule trigger --schedule-id vmplane-reconciler$/,
+        given: beforeTrigger,
+        check: async (output) => {
+          includesAll(output, 'Trigger request sent')
+          await passRecorded()
+        }
+      },
+      {
+        command: /^tctl schedule trigger --sid vmplane-reconciler$/,
+        given: beforeTrigger,
+        check: async (output) => {
+          includesAll(output, 'Trigger request sent')
+          await passRecorded()
+        }
+      },
+      {
+        command: /curl .* -X POST \$API\/v1\/admin\/reconcile/,
+        given: beforeTrigger,
+        check: async (output) => {
+          includesAll(output, '"triggered": true')
+          await passRecorded()
+        }
+      },
+      {
+        command: /curl .*\/v1\/admin\/reconcile\?limit=1/,
+        check: (output) => includesAll(output, '"hostsChecked": 2', '"finishedAt"')
+      },
+      {
+        command: /^temporal schedule describe --schedule-id vmplane-reconciler$/,
+        check: (output) => includesAll(output, 'vmplane-reconciler', 'OverlapPolicy     Skip', '"Total":3')
+      }
+    ],
+    "An operation's full history": [
+      {
+        command: /curl .*\/v1\/operations\/<operation-id> \| jq/,
+        given: async () => {
+          const instance = await runningInstance(stack, 'runbook-history')
+          const stop = await api(stack).post<{ operation: { id: string } }>(`/v1/instances/${instance.id}/stop`, { graceSeconds: 10 })
+          assert.equal(stop.status, 202)
+          await waitForState(stack, instance.id, 'stopped')
+          use(instance)
+          values['operation-id'] = stop.body.operation.id
+          values['run-id'] = (await api(stack).get<{ runId: string }>(`/v1/operations/${stop.body.operation.id}`)).body.runId
+        },
+        check: (output) => includesAll(output, '"status": "succeeded"', `"workflowId": "instance-${values['instance-id']!}"`, values['run-id']!)
+      },
+      {
+        command: /^temporal workflow list -q "InstanceId = '<instance-id>'"$/,
+        settles: true,
+        check: (output) => includesAll(output, 'createInstance', 'stopInstance', 'Completed')
+      },
+      {
+        command: /^temporal workflow show -w instance-<instance-id> -r <run-id>$/,
+        check: (output) => includesAll(output, 'WorkflowExecutionStarted', 'ActivityTaskCompleted', 'WorkflowExecutionCompleted', 'Status          COMPLETED')
+      },
+      {
+        command: /^tctl workflow show -w instance-<instance-id> -r <run-id>$/,
+        check: (output) => includesAll(unwrapped(output), 'WorkflowType:{Name:stopInstance}', `"operationId":"${values['operation-id']!}"`, 'SignalName:haltRequested', 'WorkflowExecutionCompleted')
+      }
+    ],
+    'Replay a workflow': [
+      {
+        command: /temporal workflow show -w instance-<instance-id> -o json > \/tmp\/instance-<instance-id>\.json\nnode dist\/scripts\/replay\.js \/tmp\/instance-<instance-id>\.json/,
+        check: async (output) => {
+          await rm(`/tmp/instance-${values['instance-id']!}.json`)
+          includesAll(output, 'stopInstance', 'replays deterministically')
+        }
+      }
+    ]
+  }
+
+  it('has a step for every command block and a command block for every step', () => {
+    assert.deepEqual([...runbook.keys()], Object.keys(steps), 'the sections of the runbook')
+    assert.equal(runbook.get(SETUP_SECTION)!.length, 1, `"${SETUP_SECTION}" is one block, which every other block runs after`)
+    for (const [section, blocks] of runbook) {
+      if (section === SETUP_SECTION) continue
+      assert.equal(blocks.length, steps[section]!.length, `"${section}" has ${blocks.length} command blocks; the test knows ${steps[section]!.length}`)
+    }
+  })
+
+  it(`"${SETUP_SECTION}" points temporal, tctl and curl at this stack`, async () => {
+    const output = await sh(`${prelude()}\nprintf '%s\\n' "$TEMPORAL_ADDRESS" "$TEMPORAL_CLI_ADDRESS" "$API"`)
+    assert.deepEqual(output.split('\n'), [stack.info.temporalAddress, stack.info.temporalAddress, stack.info.apiUrl, ''])
+  })
+
+  for (const [section, blocks] of runbook) {
+    if (section === SETUP_SECTION) continue
+    it(section, async () => {
+      const sectionSteps = steps[section]
+      assert.ok(sectionSteps !== undefined && sectionSteps.length === blocks.length, `"${section}" has no step for every block`)
+      for (const [index, block] of blocks.entries()) await runStep(block, sectionSteps[index]!)
+    })
+  }
+})

@@ -1,0 +1,67 @@
+/**
+ * Runs the compiled `vmplane` CLI as a person or a script would: a child process, its exit code,
+ * stdout and stderr. The test's own VMPLANE_* settings are left out, and the data directory
+ * points nowhere unless a test says otherwise, so only what a test passes configures the CLI.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { REPO_ROOT } from '../../scripts/tools/paths.js'
+
+const CLI = join(REPO_ROOT, 'dist', 'bin', 'vmplane.js')
+const NO_DATA_DIR = '/nonexistent/vmplane-cli-test'
+
+export interface CliResult {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+export interface CliOptions {
+  /** Added to the environment; `undefined` removes a setting. */
+  env?: Record<string, string | undefined>
+  cwd?: string
+}
+
+export interface RunningCli {
+  /** What it has written to stderr so far. */
+  stderr: () => string
+  result: Promise<CliResult>
+}
+
+export function startCli (args: string[], options: CliOptions = {}): RunningCli {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (text: string) => { stdout += text })
+  child.stderr.setEncoding('utf8').on('data', (text: string) => { stderr += text })
+  const result = new Promise<CliResult>((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => resolve({ code, stdout, stderr }))
+  })
+  return { stderr: () => stderr, result }
+}
+
+export async function runCli (args: string[], options: CliOptions = {}): Promise<CliResult> {
+  return await startCli(args, options).result
+}
+
+function cliEnv (overrides: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: Record<string, string | undefined> = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VMPLANE_'))),
+    VMPLANE_DATA_DIR: NO_DATA_DIR,
+    ...overrides
+  }
+  return Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined))
+}
+
+/** The promise made for bad input: one line on stderr, no stack trace, nothing on stdout, this exit code. */
+export function assertOneLineError (result: CliResult, exitCode: number, message: RegExp): void {
+  const lines = result.stderr.split('\n').filter((line) => line !== '')
+  assert.equal(lines.length, 1, `exactly one line on stderr:\n${result.stderr}`)
+  assert.match(lines[0], /^vmplane: /)
+  assert.match(lines[0], message)
+  assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace')
+  assert.equal(result.stdout, '', 'nothing on stdout')
+  assert.equal(result.code, exitCode, `exit code (stderr: ${result.stderr})`)
+}
