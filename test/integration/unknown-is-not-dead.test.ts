@@ -100,6 +100,11 @@ describe('unknown is not dead', () => {
       assert.equal((await api(stack).post(`/v1/instances/${stopping.id}/stop`, { graceSeconds: 1 })).status, 202)
       const unreachable = await waitForInstance(stack, stopping.id, (i) => i.conditions.some((c) => c.type === 'HostUnreachable'), 30_000)
       assert.equal(unreachable.state, 'stopping')
+      // The condition shows once the failures are old enough; the event is written by the first
+      // failed call after that, which the 503s go on producing.
+      await waitFor('the unreachable event', async () =>
+        (await eventsOf(stack, stopping.id)).some((e) => /calls to its agent have failed since/.test(e.message)) ? true : null,
+      { timeoutMs: 30_000 })
       await writeFile(faultFile(), 'hang')
       await sleep(4000)
       assert.equal((await get(starting.id)).state, 'starting')
