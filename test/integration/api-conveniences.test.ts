@@ -40,10 +40,11 @@ describe('API conveniences', () => {
     // The simulated guest ignores the power button, so this stop lasts its whole grace period.
     const created = await api(stack).post<Accepted>('/v1/instances?wait=25', newInstance('stubborn', 'sim.ignore_power_button'))
     assert.equal(created.body.instance.state, 'running')
-    const stopping = await api(stack).post<Accepted>(`/v1/instances/${created.body.instance.id}/stop?wait=1`, { graceSeconds: 20 })
+    const stopping = await api(stack).post<Accepted>(`/v1/instances/${created.body.instance.id}/stop?wait=2`, { graceSeconds: 20 })
     assert.equal(stopping.status, 202)
+    assert.equal(stopping.body.operation.kind, 'stop')
     assert.equal(stopping.body.operation.status, 'running')
-    assert.equal(stopping.body.instance.state, 'stopping')
+    assert.equal(stopping.body.operation.finishedAt ?? null, null)
     const deleted = await api(stack).request<Accepted>('DELETE', `/v1/instances/${created.body.instance.id}?graceSeconds=0&wait=25`)
     assert.equal(deleted.status, 200, JSON.stringify(deleted.body))
     assert.equal(deleted.body.instance.state, 'destroyed')
