@@ -78,7 +78,8 @@ describe('ensure', () => {
 
 describe('stop with a deadline', () => {
   it('ends gracefully when the guest honours the power button', async () => {
-    const { id } = await ensureRunning('sim.shutdown_ms=50')
+    // The guest takes a second to power off, so the press is answered while it is still stopping.
+    const { id } = await ensureRunning('sim.shutdown_ms=1000')
     const pressed = await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: inSeconds(30) })
     assert.equal(pressed.status, 200)
     assert.equal(pressed.body.state, 'stopping')
