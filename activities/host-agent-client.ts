@@ -38,12 +38,7 @@ export class HostAgentClient {
 
   /** The agent's view of the VMM; `null` when the agent affirms it has no record of it. */
   async findVmm (agentUrl: string, vmmId: string): Promise<VmmView | null> {
-    try {
-      return await this.getVmm(agentUrl, vmmId)
-    } catch (err) {
-      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return null
-      throw err
-    }
+    return await unlessNotFound(this.getVmm(agentUrl, vmmId), null)
   }
 
   async listVmms (agentUrl: string): Promise<VmmView[]> {
@@ -64,23 +59,13 @@ export class HostAgentClient {
 
   /** Kills a stray VMM process; false when it is not (or no longer) one. */
   async reapStray (agentUrl: string, stray: Pick<StrayView, 'pid' | 'startTime'>): Promise<boolean> {
-    try {
-      await this.call(agentUrl, 'DELETE', `/v1/strays/${stray.pid}?startTime=${stray.startTime}`, undefined, z.object({ reaped: z.literal(true) }))
-      return true
-    } catch (err) {
-      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return false
-      throw err
-    }
+    const reaped = this.call(agentUrl, 'DELETE', `/v1/strays/${stray.pid}?startTime=${stray.startTime}`, undefined, z.object({ reaped: z.literal(true) }))
+    return await unlessNotFound(reaped.then(() => true), false)
   }
 
   /** Kills the VMM and waits for it; `null` when the agent has no record of it at all. */
   async destroyVmm (agentUrl: string, vmmId: string): Promise<VmmView | null> {
-    try {
-      return await this.call(agentUrl, 'DELETE', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema)
-    } catch (err) {
-      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return null
-      throw err
-    }
+    return await unlessNotFound(this.call(agentUrl, 'DELETE', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema), null)
   }
 
   private async call<T> (agentUrl: string, method: string, path: string, body: unknown, schema: z.ZodType<T>): Promise<T> {
@@ -130,4 +115,14 @@ function describeFetchError (err: unknown): string {
   if (err.name === 'TimeoutError') return 'timed out'
   const cause = (err as Error & { cause?: { code?: string, message?: string } }).cause
   return cause?.code ?? cause?.message ?? err.message
+}
+
+/** The call's answer, or `absent` when the agent affirms it has no such VMM (or stray). */
+async function unlessNotFound<T, A> (call: Promise<T>, absent: A): Promise<T | A> {
+  try {
+    return await call
+  } catch (err) {
+    if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') return absent
+    throw err
+  }
 }

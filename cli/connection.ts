@@ -4,10 +4,10 @@
  * directory (`VMPLANE_DATA_DIR`, default `.vmplane`, as `npm start` uses): `run/stack.json`, which
  * the running stack writes, then `api-token`, which outlives the stack.
  */
-import { readFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { stackPaths } from '../scripts/dev-stack/data-dir.js'
-import type { StackInfo } from '../scripts/dev-stack/stack-file.js'
+import { readStackFile, type StackInfo } from '../scripts/dev-stack/stack-file.js'
 import { UsageError } from './errors.js'
 
 export interface Connection {
@@ -20,17 +20,18 @@ export interface ConnectionFlags {
   token?: string
 }
 
-export function resolveConnection (flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): Connection {
+export async function resolveConnection (flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): Promise<Connection> {
   const paths = stackPaths(resolve(env.VMPLANE_DATA_DIR ?? '.vmplane'))
-  // Read lazily: with both flags given, nothing on disk matters.
-  let stack: Partial<StackInfo> | null | undefined
-  const stackFile = () => (stack ??= readJson(paths.stackFile))
+  // Read lazily: with both flags given, nothing on disk matters. A missing or half-written file
+  // counts as absent: the stack is not (yet) running.
+  let stack: Promise<StackInfo | null> | undefined
+  const stackFile = async () => await (stack ??= readStackFile(paths.stackFile))
 
-  const url = flags.url ?? nonEmpty(env.VMPLANE_URL) ?? stackFile()?.apiUrl
+  const url = flags.url ?? nonEmpty(env.VMPLANE_URL) ?? (await stackFile())?.apiUrl
   if (url === undefined) {
     throw new UsageError(`no API URL: pass --url or set VMPLANE_URL, or start the dev stack (${paths.stackFile} is missing)`)
   }
-  const token = flags.token ?? nonEmpty(env.VMPLANE_TOKEN) ?? stackFile()?.apiToken ?? readText(paths.apiTokenFile)
+  const token = flags.token ?? nonEmpty(env.VMPLANE_TOKEN) ?? (await stackFile())?.apiToken ?? await readText(paths.apiTokenFile)
   if (token === undefined) {
     throw new UsageError(`no API token: pass --token or set VMPLANE_TOKEN (${paths.apiTokenFile} is missing)`)
   }
@@ -41,21 +42,10 @@ function nonEmpty (value: string | undefined): string | undefined {
   return value === undefined || value.trim() === '' ? undefined : value.trim()
 }
 
-function readText (path: string): string | undefined {
+async function readText (path: string): Promise<string | undefined> {
   try {
-    return nonEmpty(readFileSync(path, 'utf8'))
+    return nonEmpty(await readFile(path, 'utf8'))
   } catch {
     return undefined
-  }
-}
-
-/** A missing or half-written file counts as absent: the stack is not (yet) running. */
-function readJson (path: string): Partial<StackInfo> | null {
-  const text = readText(path)
-  if (text === undefined) return null
-  try {
-    return JSON.parse(text) as Partial<StackInfo>
-  } catch {
-    return null
   }
 }

@@ -17,10 +17,10 @@ export interface GlobalOptions extends ConnectionFlags {
   output: OutputFormat
 }
 
-export function contextOf (command: Command): Context {
+export async function contextOf (command: Command): Promise<Context> {
   const options = command.optsWithGlobals<GlobalOptions>()
   // One key per invocation: the client's retries of its one change reuse it, another run gets its own.
-  return { api: new ApiClient(resolveConnection(options), `vmplane-cli-${randomUUID()}`), output: options.output }
+  return { api: new ApiClient(await resolveConnection(options), `vmplane-cli-${randomUUID()}`), output: options.output }
 }
 
 /** The API's JSON as it came, or its table view. */

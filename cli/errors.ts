@@ -3,27 +3,27 @@
  * `CliError`; bin/vmplane.ts prints its message on one line and exits with its code.
  */
 
+/** What each code means is said once, in MEANINGS below, which `--help` prints. */
 export const EXIT = {
   ok: 0,
-  /** The operation ended failed or superseded, or the API refused the request (4xx). */
   refused: 1,
-  /** Unknown command, missing or invalid argument, no API configured. */
   usage: 2,
-  /** The API cannot be reached, or answered 5xx: trying again later may work. */
   unavailable: 3,
-  /** `--wait` gave up before the operation ended; the operation itself goes on. */
   timedOut: 4
 } as const
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT]
 
+const MEANINGS: Record<ExitCode, string> = {
+  [EXIT.ok]: 'success',
+  [EXIT.refused]: 'the operation ended failed or superseded, or the API refused the request (4xx)',
+  [EXIT.usage]: 'usage error: unknown command, missing or invalid argument, no API URL or token',
+  [EXIT.unavailable]: 'the API is unreachable or answered 5xx',
+  [EXIT.timedOut]: '--wait timed out (the operation goes on)'
+}
+
 /** The exit codes, for `vmplane --help`. */
-export const EXIT_CODES_HELP = `Exit codes:
-  0  success
-  1  the operation ended failed or superseded, or the API refused the request (4xx)
-  2  usage error: unknown command, missing or invalid argument, no API URL or token
-  3  the API is unreachable or answered 5xx
-  4  --wait timed out (the operation goes on)`
+export const EXIT_CODES_HELP = `Exit codes:\n${Object.entries(MEANINGS).map(([code, meaning]) => `  ${code}  ${meaning}`).join('\n')}`
 
 export class CliError extends Error {
   constructor (message: string, readonly exitCode: ExitCode) {

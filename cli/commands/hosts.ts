@@ -10,7 +10,7 @@ export function addHostCommands (program: Command): void {
   hosts.command('list')
     .description('list hosts with their status, reserved capacity and live VMMs')
     .action(async (_options: unknown, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       show(context, await context.api.get<HostList>('/v1/hosts'), (list) => hostTable(list.items))
     })
 }

@@ -51,7 +51,7 @@ export function addInstanceCommands (program: Command): void {
     .description('list instances, oldest first (destroyed ones only with --state destroyed)')
     .addOption(new Option('--state <state>', 'only instances in this state').choices(INSTANCE_STATES)))
     .action(async (options: PageFlags & { state?: string }, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       const query = pageQuery(options)
       if (options.state !== undefined) query.set('state', options.state)
       const page = await context.api.get<InstanceList>(`/v1/instances?${query}`)
@@ -62,7 +62,7 @@ export function addInstanceCommands (program: Command): void {
     .description('show an instance: its state and why (operation in flight, VMM and host, last error, conditions)')
     .argument(INSTANCE, INSTANCE_HELP)
     .action(async (instance: string, _options: unknown, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       const id = await instanceId(context.api, instance)
       show(context, await context.api.get<Instance>(`/v1/instances/${id}`), instanceDetail)
     })
@@ -71,7 +71,7 @@ export function addInstanceCommands (program: Command): void {
     .description("an instance's history, newest first: every state change and why")
     .argument(INSTANCE, INSTANCE_HELP))
     .action(async (instance: string, options: PageFlags, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       const id = await instanceId(context.api, instance)
       const page = await context.api.get<EventList>(`/v1/instances/${id}/events?${pageQuery(options)}`)
       show(context, page, (p) => withNextPage(eventTable(p.items), p.nextCursor))
@@ -89,7 +89,7 @@ export function addInstanceCommands (program: Command): void {
     .option('--stop-grace <seconds>', 'how long a stop waits for the guest to power off before killing its VMM', wholeNumber)
     .addOption(new Option('--restart-policy <policy>', 'on-failure restarts a failed instance by itself').choices(RESTART_POLICIES)))
     .action(async (options: CreateFlags, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       await change(context, options, await context.api.change<Accepted>('POST', '/v1/instances', createBody(options)))
     })
 
@@ -115,7 +115,7 @@ function addChange<Flags extends WaitFlags> (
 ): void {
   withWait(withOptions(instances.command(name).description(description).argument(INSTANCE, INSTANCE_HELP)))
     .action(async (instance: string, flags: Flags, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       const id = await instanceId(context.api, instance)
       await change(context, flags, await request(context.api, id, flags))
     })

@@ -11,7 +11,7 @@ export function addOperationCommands (program: Command): void {
     .description('show an operation: its kind, status, error and timing')
     .argument('<id>', 'the operation ID (create, start, stop, reboot and delete print it)')
     .action(async (id: string, _options: unknown, command: Command) => {
-      const context = contextOf(command)
+      const context = await contextOf(command)
       show(context, await context.api.get<Operation>(`/v1/operations/${encodeURIComponent(id)}`), operationDetail)
     })
 }
