@@ -8,9 +8,10 @@
  *    anything happens on the host (I3).
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
  *    agent answers.
- * 4. Wait for the VMM to report `running`, at most the boot timeout from placement. A VMM that
- *    never gets there is killed and the instance is left `stopped` with the reason; the
- *    operation fails, and a new start may proceed at once.
+ * 4. Wait for the VMM to report `running`, at most the boot timeout from placement; at the
+ *    deadline, ask its agent before giving up. A VMM that never gets there is killed and the
+ *    instance is left `stopped` with the reason; the operation fails, and a new start may
+ *    proceed at once.
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, patched, uuid4 } from '@temporalio/workflow'
 import { PATCHES, type CreateRequest, type RebootRequest, type StartRequest } from './definitions.js'
@@ -89,6 +90,13 @@ async function bootOnHost (x: InstanceExecution, hostId: string, vmmId: string):
     Math.max(0, bootDeadline - Date.now())
   )
   if (isRunning(x, vmmId)) return null
+  // No report by the deadline is not a report that the VM failed to boot (I2): a stalled
+  // Temporal server can hold a running VM's report past it (found by the 4,000-instance
+  // campaign). The agent is asked first, and the VM killed only if it still does not run.
+  if (!settled && refused === null && patched(PATCHES.askBeforeBootTimeout)) {
+    await x.observe(await agents.describeVmm({ hostId, vmmId }))
+    if (isRunning(x, vmmId)) return null
+  }
 
   const vmm = x.vmm(vmmId)
   const why: StartFailure = refused ?? (settled && vmm !== null

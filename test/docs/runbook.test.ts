@@ -18,7 +18,7 @@ import { promisify } from 'node:util'
 import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
-  hostOf, runningInstance, stuckStopping, vmmProcesses, waitForState, type InstanceBody
+  hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForState, type InstanceBody
 } from '../helpers/instances.js'
 import { lastReconcilePass, nextReconcilePass, temporalCli } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
@@ -400,7 +400,8 @@ describe('the operator runbook, docs/operations.md', async () => {
       {
         command: /curl .*\/v1\/operations\/<operation-id> \| jq/,
         given: async () => {
-          const instance = await runningInstance(stack, 'runbook-history')
+          // The history shown is the stop's own execution's.
+          const instance = await runningInstanceAtRest(stack, 'runbook-history')
           const stop = await api(stack).post<{ operation: { id: string } }>(`/v1/instances/${instance.id}/stop`, { graceSeconds: 10 })
           assert.equal(stop.status, 202)
           await waitForState(stack, instance.id, 'stopped')

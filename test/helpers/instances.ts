@@ -71,16 +71,23 @@ export async function runningInstance (stack: TestStack, name: string, cmdline =
   return await waitForState(stack, created.body.instance.id, 'running')
 }
 
-/** An instance whose guest ignores the power button, in a stop with a long grace period: stuck `stopping`. */
-export async function stuckStopping (stack: TestStack, name: string): Promise<InstanceBody> {
-  const instance = await runningInstance(stack, name, 'sim.ignore_power_button')
-  // The create's execution records `running` a moment before it ends; a stop arriving in that
-  // moment is served by it rather than by a stopInstance execution of its own. Callers look
-  // for the latter in Temporal, so the stop waits until the create's execution has ended.
+/**
+ * `runningInstance`, and then its create's execution ended. That execution records `running` a
+ * moment before it ends, and a stop arriving in that moment is served by it rather than by a
+ * stopInstance execution of its own: for callers that look for the latter in Temporal.
+ */
+export async function runningInstanceAtRest (stack: TestStack, name: string, cmdline = ''): Promise<InstanceBody> {
+  const instance = await runningInstance(stack, name, cmdline)
   await waitUntil(`the create of ${name} to end`, async () => {
     const described = JSON.parse(await temporalCli(stack, 'workflow', 'describe', '-w', `instance-${instance.id}`, '-o', 'json'))
     return described.workflowExecutionInfo?.status !== 'WORKFLOW_EXECUTION_STATUS_RUNNING'
   }, { timeoutMs: 30_000 })
+  return instance
+}
+
+/** An instance whose guest ignores the power button, in a stop with a long grace period: stuck `stopping`. */
+export async function stuckStopping (stack: TestStack, name: string): Promise<InstanceBody> {
+  const instance = await runningInstanceAtRest(stack, name, 'sim.ignore_power_button')
   const stop = await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 600 })
   if (stop.status !== 202) throw new Error(`POST /v1/instances/${instance.id}/stop answered ${stop.status}: ${JSON.stringify(stop.body)}`)
   return await waitForInstance(stack, instance.id, (i) => i.state === 'stopping' && i.vmm?.state === 'stopping')
