@@ -43,6 +43,8 @@ export function createActivities (deps: ActivityDependencies) {
     async operationSettings (): Promise<OperationSettings> {
       return deps.settings
     },
+    /** Does nothing: awaited as an activity, it ends the workflow task (workflows/execution.ts). */
+    async endWorkflowTask (): Promise<void> {},
     async loadInstance (instanceId: string) {
       return await loadInstance(pool, instanceId)
     },

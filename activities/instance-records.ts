@@ -90,7 +90,7 @@ export async function recordInstanceChange (pool: Pool, change: InstanceChange):
     if (done.rowCount === 0) await applyChange(tx, change)
     return await readSnapshot(tx, change.instanceId)
   })
-  crashPoint('change.after-commit')
+  crashPoint('change.after-commit', change.kind)
   if (snapshot === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
   return snapshot
 }

@@ -42,8 +42,12 @@ export type CrashPoint = (typeof CRASH_POINTS)[number]
 
 export interface CrashPlan {
   point: CrashPoint
-  /** The component to SIGKILL, by the name of its PID file. */
+  /** The component to signal, by the name of its PID file. */
   kill: string
+  /** SIGKILL unless told otherwise; SIGSTOP freezes the component until the test resumes it. */
+  signal?: 'SIGKILL' | 'SIGSTOP'
+  /** Fires only where the point passes this detail (at change.after-commit: the change's kind). */
+  when?: string
 }
 
 const runDir = process.env.VMPLANE_CRASH_POINTS ?? null
@@ -52,7 +56,7 @@ export function crashPlanFile (dir: string): string {
   return join(dir, 'crash-plan.json')
 }
 
-function takePlan (point: CrashPoint): CrashPlan | null {
+function takePlan (point: CrashPoint, detail: string | undefined): CrashPlan | null {
   if (runDir === null) return null
   let plan: CrashPlan
   try {
@@ -60,7 +64,7 @@ function takePlan (point: CrashPoint): CrashPlan | null {
   } catch {
     return null
   }
-  if (plan.point !== point) return null
+  if (plan.point !== point || (plan.when !== undefined && plan.when !== detail)) return null
   try {
     unlinkSync(crashPlanFile(runDir))
   } catch {
@@ -69,11 +73,12 @@ function takePlan (point: CrashPoint): CrashPlan | null {
   return plan
 }
 
-/** Kills the planned component if the crash plan names this point; does nothing otherwise. */
-export function crashPoint (point: CrashPoint): void {
-  const plan = takePlan(point)
+/** Signals the planned component if the crash plan names this point; does nothing otherwise. */
+export function crashPoint (point: CrashPoint, detail?: string): void {
+  const plan = takePlan(point, detail)
   if (plan === null || runDir === null) return
   const pid = Number(readFileSync(join(runDir, `${plan.kill}.pid`), 'utf8').trim())
-  process.stderr.write(`crash point ${point}: SIGKILL to ${plan.kill} (pid ${pid})\n`)
-  process.kill(pid, 'SIGKILL')
+  const signal = plan.signal ?? 'SIGKILL'
+  process.stderr.write(`crash point ${point}: ${signal} to ${plan.kill} (pid ${pid})\n`)
+  process.kill(pid, signal)
 }

@@ -52,5 +52,11 @@ export const reconciler = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', maximumAttempts: 3 }
 })
 
+/**
+ * Ends the workflow task that awaits it, for one round trip: the server hands the activity
+ * straight back to this worker in the reply to that task (eager dispatch).
+ */
+export const taskBoundary = proxyActivities<Activities>({ startToCloseTimeout: '5 seconds' })
+
 /** The worker's settings, read once per execution and recorded in its history. */
 export const settings = proxyLocalActivities<Activities>({ startToCloseTimeout: '5 seconds' })

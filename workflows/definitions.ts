@@ -40,7 +40,9 @@ export const PATCHES = {
   /** A boot or reboot that reaches its deadline first applies the reports already received. */
   reportsBeforeVerdict: 'reports-before-verdict',
   /** A boot deadline that passes with no report asks the agent before it kills the VMM. */
-  askBeforeBootTimeout: 'ask-before-boot-timeout'
+  askBeforeBootTimeout: 'ask-before-boot-timeout',
+  /** An instance execution ends in a workflow task that wrote nothing. */
+  closeInTaskWithoutWrites: 'close-in-task-without-writes'
 } as const
 
 /**
