@@ -100,26 +100,16 @@ export class InstanceExecution {
   haltDeadline: number | null = null
   /** What the execution is doing, for the `state` query: loading, placing, booting, stopping, … */
   phase = 'loading'
-  /** Signals received so far, of every kind. */
+  /** Signals received so far, of every kind (`counted`). */
   private received = 0
   settings!: OperationSettings
 
   /** `first`: the request this execution was started for, or null when it only applies reports. */
   constructor (readonly instanceId: string, private readonly bodies: OperationBodies, private readonly first: OperationRequest | null) {
-    setHandler(vmmReportSignal, (report) => {
-      this.received++
-      this.reports.push(report)
-    })
-    setHandler(haltRequestedSignal, (request) => {
-      this.received++
-      this.receiveHalt(request)
-    })
-    setHandler(operationRequestedSignal, (request) => {
-      this.received++
-      this.receiveHandoff(request)
-    })
-    setHandler(forceStopSignal, (input) => {
-      this.received++
+    setHandler(vmmReportSignal, this.counted((report) => { this.reports.push(report) }))
+    setHandler(haltRequestedSignal, this.counted((request) => { this.receiveHalt(request) }))
+    setHandler(operationRequestedSignal, this.counted((request) => { this.receiveHandoff(request) }))
+    setHandler(forceStopSignal, this.counted((input) => {
       this.receiveHalt({
         kind: 'stop',
         operationId: uuid4(),
@@ -128,12 +118,11 @@ export class InstanceExecution {
         graceSeconds: 0,
         forcedBy: input?.reason ?? 'an operator'
       })
-    })
-    setHandler(declareHostLostSignal, async ({ hostId }) => {
-      this.received++
+    }))
+    setHandler(declareHostLostSignal, this.counted(async ({ hostId }) => {
       const lost = await CancellationScope.nonCancellable(() => agents.declareHostLost(hostId, instanceId))
       for (const vmm of lost) this.remember(vmm)
-    })
+    }))
     setHandler(stateQuery, () => ({
       instanceId: this.instanceId,
       operation: this.operation.kind,
@@ -169,6 +158,14 @@ export class InstanceExecution {
     void this.pumpReports()
     if (this.first !== null) await this.perform(this.first)
     await this.finish()
+  }
+
+  /** A signal handler that also counts the signal, so `finish` can tell whether any arrived. */
+  private counted<A extends unknown[], R> (handler: (...args: A) => R): (...args: A) => R {
+    return (...args) => {
+      this.received++
+      return handler(...args)
+    }
   }
 
   get instance (): Instance {

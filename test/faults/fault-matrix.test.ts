@@ -8,14 +8,13 @@
  * VMM process without a live record, no leaked reservation, every instance as its VMM is.
  */
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
-import { writeFile } from 'node:fs/promises'
 import { after, before, describe, it } from 'node:test'
-import { crashPlanFile, type CrashPlan, type CrashPoint } from '../../faults/crash-points.js'
+import type { CrashPoint } from '../../faults/crash-points.js'
 import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
 import { isRunning } from '../../scripts/dev-stack/processes.js'
 import { sendUntilAnswered } from '../../scripts/dev-stack/retrying-client.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { startStack, type TestStack } from '../helpers/stack.js'
 
@@ -107,11 +106,10 @@ describe('the fault matrix', { timeout: 60 * 60_000 }, () => {
           it(`${killed} killed at ${point}`, async () => {
             const id = await instanceFor(operation)
             const victim = await stack.pid(killed)
-            const plan: CrashPlan = { point, kill: killed }
-            await writeFile(crashPlanFile(stack.paths.runDir), JSON.stringify(plan))
+            await armCrashPlan(stack, { point, kill: killed })
 
             const instanceId = await perform(scenario, id)
-            await waitFor(`the crash point ${point}`, async () => existsSync(crashPlanFile(stack.paths.runDir)) ? null : true, { timeoutMs: 60_000 })
+            await crashPlanFired(stack, `the crash point ${point}`)
             await waitFor(`${killed} restarted`, async () => {
               const pid = await stack.pid(killed)
               return pid !== victim && await isRunning(pid) ? pid : null

@@ -11,12 +11,9 @@
  * the delete recorded `succeeded` (found by npm run bench).
  */
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
-import { writeFile } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
-import { crashPlanFile, type CrashPlan } from '../../faults/crash-points.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { runningInstanceAtRest, waitForState } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
@@ -30,10 +27,9 @@ describe('a delete that arrives while the stop that preceded it ends', { timeout
 
   it('destroys the instance, and records the delete succeeded only then', async () => {
     const { id } = await runningInstanceAtRest(stack, 'end-race', 'sim.shutdown_ms=0')
-    const plan: CrashPlan = { point: 'change.after-commit', kill: 'worker', signal: 'SIGSTOP', when: 'operation-finished' }
-    await writeFile(crashPlanFile(stack.paths.runDir), JSON.stringify(plan))
+    await armCrashPlan(stack, { point: 'change.after-commit', kill: 'worker', signal: 'SIGSTOP', when: 'operation-finished' })
     assert.equal((await api(stack).post(`/v1/instances/${id}/stop`, { graceSeconds: 5 })).status, 202)
-    await waitFor('the worker frozen once the stop is recorded', async () => existsSync(crashPlanFile(stack.paths.runDir)) ? null : true, { timeoutMs: 30_000 })
+    await crashPlanFired(stack, 'the worker frozen once the stop is recorded', 30_000)
     const worker = await stack.pid('worker')
     let deleteOperation: string
     try {
