@@ -10,6 +10,7 @@ import { createPool } from '../db/pool.js'
 import { createActivities } from '../activities/index.js'
 import type { Logger } from '../log/logger.js'
 import { ensureReconcileSchedule } from './reconcile-schedule.js'
+import { WORKER_TUNING } from './tuning.js'
 import { WORKFLOW_BUNDLE_PATH } from './workflow-bundle.js'
 
 const TEMPORAL_LOG_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
@@ -42,9 +43,7 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
       workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
-      // A worker that dies holds its cached workflows' next tasks on its sticky queue until this
-      // expires; short, so a stop in flight goes on at another worker within the stop's bound.
-      stickyQueueScheduleToStartTimeout: '1 second',
+      ...WORKER_TUNING,
       activities: createActivities({
         pool,
         agentToken: config.agentToken,
