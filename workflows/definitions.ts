@@ -42,7 +42,12 @@ export const PATCHES = {
   /** A boot deadline that passes with no report asks the agent before it kills the VMM. */
   askBeforeBootTimeout: 'ask-before-boot-timeout',
   /** An instance execution ends in a workflow task that wrote nothing. */
-  closeInTaskWithoutWrites: 'close-in-task-without-writes'
+  closeInTaskWithoutWrites: 'close-in-task-without-writes',
+  /**
+   * The first workflow task ends with an eager no-op activity instead of a 1 ms timer: the dev
+   * server fires timers about a second late, which made every operation a second slower.
+   */
+  snapshotBoundaryByActivity: 'snapshot-boundary-by-activity'
 } as const
 
 /**

@@ -149,9 +149,11 @@ export class InstanceExecution {
     // recorded only when their workflow task completes: a worker that died after a write but
     // before that would otherwise retry the task with a fresh load showing its own write, take
     // another path (a reboot finding the instance already `rebooting`), and lose that path's
-    // writes to the event IDs the first attempt used (found by the fault matrix). A 1 ms timer
-    // ends the task here.
-    if (patched(PATCHES.snapshotBeforeWrites)) await sleep(1)
+    // writes to the event IDs the first attempt used (found by the fault matrix). An eager no-op
+    // activity ends the task here (executions that began before it took a 1 ms timer, which
+    // Temporal fires up to a second late).
+    if (patched(PATCHES.snapshotBoundaryByActivity)) await taskBoundary.endWorkflowTask()
+    else if (patched(PATCHES.snapshotBeforeWrites)) await sleep(1)
     // The pump runs as long as the execution and never settles; were it to fail, the rejection
     // would fail the workflow task, which Temporal retries.
     // eslint-disable-next-line no-void
