@@ -50,6 +50,11 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
     // A worker that schedules an activity on its own task queue gets it back in the reply to
     // its workflow task, not through a separate poll (what the TS SDK's own CI runs with).
     '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    // An execution that continues as new within a second of its start (a stop that reached a
+    // create's execution as it ended) would otherwise have its next run held back to that second.
+    // vmplane continues as new only when a request arrives, never in a loop. The same settings
+    // as config/temporal-dynamic-config.yaml, which Compose gives its Temporal server.
+    '--dynamic-config-value', 'history.workflowIdReuseMinimalInterval="0s"',
     ...SEARCH_ATTRIBUTE_KEYS.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`])
   ]
   if (config.namespace !== 'default') args.push('--namespace', config.namespace)
