@@ -10,6 +10,7 @@ import database from './plugins/database.js'
 import idempotency from './plugins/idempotency.js'
 import metrics from './plugins/metrics.js'
 import openapi from './plugins/openapi.js'
+import operationFinishes from './plugins/operation-finishes.js'
 import problemDetails from './plugins/problem-details.js'
 import rateLimit from './plugins/rate-limit.js'
 import temporal from './plugins/temporal.js'
@@ -29,6 +30,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(problemDetails)
   await fastify.register(metrics)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
+  await fastify.register(operationFinishes, { databaseUrl: opts.databaseUrl })
   await fastify.register(idempotency)
   await fastify.register(temporal, { temporal: opts.temporal })
   await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs })

@@ -33,7 +33,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     if (wait !== undefined && wait > 0) {
       const gone = new AbortController()
       reply.raw.once('close', () => gone.abort())
-      accepted = await waitForOperation(fastify.instancesRepository, accepted, wait, gone.signal)
+      accepted = await waitForOperation(fastify.instancesRepository, fastify.operationFinishes, accepted, wait, gone.signal)
     }
     const { status, ...body } = accepted
     return await reply.code(status).send(body)
