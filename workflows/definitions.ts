@@ -47,7 +47,9 @@ export const PATCHES = {
    * The first workflow task ends with an eager no-op activity instead of a 1 ms timer: the dev
    * server fires timers about a second late, which made every operation a second slower.
    */
-  snapshotBoundaryByActivity: 'snapshot-boundary-by-activity'
+  snapshotBoundaryByActivity: 'snapshot-boundary-by-activity',
+  /** A host's monitor continues as new after 200 history events instead of 2,000. */
+  shortHostHistory: 'short-host-history'
 } as const
 
 /**

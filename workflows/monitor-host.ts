@@ -7,15 +7,21 @@
  * is all losing contact does: it never touches its instances' state (I2).
  *
  * A host an operator declared lost stays lost; while it is, each heartbeat makes its agent destroy
- * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left. The history
- * is kept short by continuing as new.
+ * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left.
+ *
+ * The history is kept short by continuing as new every 200 events (about four minutes of
+ * heartbeats): a worker that loses the execution from its cache replays the whole history, and a
+ * replay of 2,000 events took longer than the 3 s workflow task timeout on a busy worker, so the
+ * task timed out, the retry replayed again, and four monitors kept a worker saturated (found by
+ * the performance benchmark, 800 running instances).
  */
-import { condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow'
+import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
 import { agents, records, settings } from './activities.js'
-import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
+import { PATCHES, declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
 
 export async function monitorHost (input: MonitorHostInput): Promise<void> {
+  const historyLimit = patched(PATCHES.shortHostHistory) ? 200 : 2000
   const { hostUnreachableAfterMs } = await settings.operationSettings()
   let latest = input.lastAnnouncement
   let heardAt = 0
@@ -28,7 +34,7 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
   setHandler(readmitHostSignal, () => { operatorAction = 'readmit' })
 
   let reachable = true
-  while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < 2000) {
+  while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < historyLimit) {
     const heard = heardAt
     const wake = (): boolean => heardAt !== heard || operatorAction !== null
     // A reachable host has until the threshold to be heard; an unreachable one, forever.
