@@ -1,0 +1,69 @@
+/**
+ * `npm run bench -- --quick` on a stack of its own, as a user runs it: it must finish and print
+ * every figure the benchmark promises. Only that each figure is there and is a finite number is
+ * checked, never its value: speed is what the benchmark reports, not what a test asserts.
+ */
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { REPO_ROOT } from '../../scripts/tools/paths.js'
+
+const SUITE = join(REPO_ROOT, 'dist', 'scripts', 'bench', 'suite.js')
+/** The figures the issue's report format names, each a finite number; `null` where allowed. */
+const FIGURES = [
+  'floor.start.p50Ms', 'floor.start.p99Ms', 'vmplane.start.p50Ms', 'vmplane.start.p99Ms', 'ratio.startP50',
+  'vmplane.stop.p50Ms', 'vmplane.stop.p99Ms', 'vmplane.delete.p50Ms', 'vmplane.delete.p99Ms',
+  'throughput.c10.floorPerS', 'throughput.c10.vmplanePerS', 'ratio.throughputC10',
+  'throughput.c50.floorPerS', 'throughput.c50.vmplanePerS', 'ratio.throughputC50',
+  'throughput.c100.floorPerS', 'throughput.c100.vmplanePerS', 'ratio.throughputC100',
+  'scale.n100.perS', 'scale.n100.p99Ms', 'scale.n1000.perS', 'scale.n1000.p99Ms',
+  'list.p50Ms', 'list.p99Ms', 'get.p50Ms', 'get.p99Ms',
+  'memory.workerMB', 'memory.apiMB', 'memory.agentPer200VmmsMB', 'memory.agentPer100VmmsMB', 'memory.simulatorMB',
+  'machine.cores', 'machine.memoryGiB'
+]
+
+function at (object: unknown, path: string): unknown {
+  return path.split('.').reduce<any>((value, key) => value?.[key], object)
+}
+
+describe('npm run bench -- --quick', () => {
+  let out: string
+  let run: { code: number | null, output: string }
+  before(async () => {
+    out = await mkdtemp(join(tmpdir(), 'vmplane-bench-'))
+    const child = spawn(process.execPath, [SUITE, '--quick', '--out', out], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    for (const stream of [child.stdout, child.stderr]) stream.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+    run = { code, output }
+  })
+  after(async () => { await rm(out, { recursive: true, force: true }) })
+
+  it('finishes with every operation succeeded', () => {
+    assert.equal(run.code, 0, run.output.slice(-4000))
+  })
+
+  it('writes every figure as a finite number, the 4,000-instance point as null', async () => {
+    const files = await readdir(out)
+    const json = files.find((name) => name.endsWith('.json'))
+    assert.ok(json !== undefined, `no results in ${out}: ${files.join(', ')}`)
+    const results = JSON.parse(await readFile(join(out, json), 'utf8'))
+    const missing = FIGURES.filter((path) => !Number.isFinite(at(results, path)))
+    assert.deepEqual(missing, [], 'figures missing or not finite')
+    assert.equal(at(results, 'scale.n4000'), null)
+    assert.equal(typeof results.machine.node, 'string')
+    assert.equal(typeof results.machine.temporal, 'string')
+  })
+
+  it('draws the chart as SVG and prints the table', async () => {
+    const svg = (await readdir(out)).find((name) => name.endsWith('.svg'))
+    assert.ok(svg !== undefined)
+    assert.match(await readFile(join(out, svg), 'utf8'), /^<svg[\s\S]*<\/svg>$/)
+    for (const heading of ['create and start to running', 'throughput (per second)', 'GET /v1/instances?limit=100', 'peak RSS (MB)']) {
+      assert.ok(run.output.includes(heading), `the table lacks "${heading}"`)
+    }
+  })
+})
