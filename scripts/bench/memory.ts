@@ -67,9 +67,10 @@ export class MemoryWatch {
     }
     const vmms = await childrenOf(this.agentPid)
     this.agentSamples.push({ vmms: vmms.length, rssMB: (await readProcess(this.agentPid)).rssMB })
-    if (vmms.length > 0) {
-      const simulator = await readProcess(vmms[0]).catch(() => null)
-      if (simulator !== null) this.simulatorPeak = Math.max(this.simulatorPeak ?? 0, simulator.rssMB)
+    // A few of them: one may have just exited (a zombie has no resident memory to read).
+    for (const pid of vmms.slice(0, 3)) {
+      const simulator = await readProcess(pid).catch(() => null)
+      if (simulator !== null && Number.isFinite(simulator.rssMB)) this.simulatorPeak = Math.max(this.simulatorPeak ?? 0, simulator.rssMB)
     }
   }
 }

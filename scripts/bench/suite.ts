@@ -7,7 +7,8 @@
  *    vmplane's worker tuning, driven at the same concurrencies.
  * 2. vmplane: create-and-start to `running` (the simulator boots in 0 ms), stop to `stopped`,
  *    delete to `destroyed`, each one HTTP request held by `?wait=`: latency one at a time, and
- *    throughput with 10, 50 and 100 in flight over 1,000 instances (100 with --quick) on 4 hosts.
+ *    throughput with 10, 50 and 100 in flight over 1,000 instances (with --quick, 40, 100 and
+ *    100) on 4 hosts.
  * 3. Ratios of the two.
  * 4. Scale: create-and-start throughput and p99 with 50 in flight for 100 and 1,000 instances
  *    (and 4,000 with --n4000), each run from an empty stack. The throughput round with 50 in
@@ -48,13 +49,13 @@ if (values.quick && values.n4000) {
   process.exit(2)
 }
 const SIZE = values.quick
-  ? { latencyRuns: 20, instances: 100, scale: [100, 1000], listRounds: 2, gets: 200 }
-  : { latencyRuns: 100, instances: 1000, scale: values.n4000 ? [100, 1000, 4000] : [100, 1000], listRounds: 5, gets: 1000 }
+  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, scale: [100, 1000], listRounds: 1, gets: 100 }
+  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, scale: values.n4000 ? [100, 1000, 4000] : [100, 1000], listRounds: 5, gets: 1000 }
 const OWN_STACK = values.running === undefined
 const THROUGHPUT_CONCURRENCIES = [10, 50, 100]
 const SCALE_CONCURRENCY = 50
 const CLEANUP_CONCURRENCY = 100
-const WARMUP_RUNS = 5
+const WARMUP_RUNS = 2
 const LIST_ROWS = 10_000
 const STACK_ENV = {
   // Room for every instance of the largest run, and no rate limit on the load.
@@ -106,7 +107,7 @@ try {
   const floorByConcurrency: Record<string, LoadFigures> = {}
   const vmplaneByConcurrency: Record<string, { start: LoadFigures, stop: LoadFigures, delete: LoadFigures }> = {}
   for (const concurrency of [1, ...THROUGHPUT_CONCURRENCIES]) {
-    const n = concurrency === 1 ? SIZE.latencyRuns : SIZE.instances
+    const n = concurrency === 1 ? SIZE.latencyRuns : SIZE.instances[`c${concurrency}` as keyof typeof SIZE.instances]
     log(`concurrency ${concurrency}: ${n} floor operations`)
     floorByConcurrency[`c${concurrency}`] = report(await runLoad(Array.from({ length: n }), concurrency, async () => { await floor.operate(shape) }))
     log(`concurrency ${concurrency}: ${n} instances created and started, stopped, deleted`)
@@ -116,8 +117,8 @@ try {
   log(`API reads with ${LIST_ROWS} instances in PostgreSQL`)
   const reads = await measureApiReads(info, { rows: LIST_ROWS, listRounds: SIZE.listRounds, gets: SIZE.gets })
 
-  const scale: Record<string, LoadFigures | null> = { n100: null, n1000: null, n4000: null, [`n${SIZE.instances}`]: vmplaneByConcurrency[`c${SCALE_CONCURRENCY}`].start }
-  const scaleRuns = SIZE.scale.filter((n) => n !== SIZE.instances)
+  const scale: Record<string, LoadFigures | null> = { n100: null, n1000: null, n4000: null, [`n${SIZE.instances.c50}`]: vmplaneByConcurrency[`c${SCALE_CONCURRENCY}`].start }
+  const scaleRuns = SIZE.scale.filter((n) => n !== SIZE.instances.c50)
   for (const n of scaleRuns) {
     log(`scale: ${n} instances created and started, ${SCALE_CONCURRENCY} in flight`)
     const ids: string[] = []
