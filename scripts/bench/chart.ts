@@ -33,6 +33,7 @@ export async function drawChart (points: ChartPoint[], title: string): Promise<s
   })
   const spec = {
     title,
+    resolve: { scale: { color: 'independent' } },
     hconcat: [
       panel('start to running: latency', latency, { field: 'ms', title: 'ms' }, 'series'),
       panel('start to running: throughput', points, { field: 'perS', title: 'completions per second' }, 'system')
