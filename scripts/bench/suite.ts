@@ -76,10 +76,16 @@ let serial = 0
 const names = (n: number): string[] => Array.from({ length: n }, () => `bench-${runTag}-${serial++}`)
 let failures = 0
 
+/** Creates and starts `n` instances, `concurrency` at a time; returns the figures and the instances that run. */
+async function startInstances (n: number, concurrency: number): Promise<{ figures: LoadFigures, ids: string[] }> {
+  const ids: string[] = []
+  const figures = await runLoad(names(n), concurrency, async (name) => { ids.push((await ops.createAndStart(name)).instanceId) })
+  return { figures, ids }
+}
+
 /** Creates and starts, stops, then deletes `n` instances, `concurrency` at a time, each step timed. */
 async function vmplaneRound (n: number, concurrency: number): Promise<{ start: LoadFigures, stop: LoadFigures, delete: LoadFigures }> {
-  const ids: string[] = []
-  const start = await runLoad(names(n), concurrency, async (name) => { ids.push((await ops.createAndStart(name)).instanceId) })
+  const { figures: start, ids } = await startInstances(n, concurrency)
   const stop = await runLoad([...ids], concurrency, ops.stop)
   const remove = await runLoad([...ids], concurrency, ops.remove)
   for (const figures of [start, stop, remove]) report(figures)
@@ -121,8 +127,8 @@ try {
   const scaleRuns = SIZE.scale.filter((n) => n !== SIZE.instances.c50)
   for (const n of scaleRuns) {
     log(`scale: ${n} instances created and started, ${SCALE_CONCURRENCY} in flight`)
-    const ids: string[] = []
-    scale[`n${n}`] = report(await runLoad(names(n), SCALE_CONCURRENCY, async (name) => { ids.push((await ops.createAndStart(name)).instanceId) }))
+    const { figures, ids } = await startInstances(n, SCALE_CONCURRENCY)
+    scale[`n${n}`] = report(figures)
     // The last run's instances go with a stack of the benchmark's own; one it was lent is left as found.
     if (n === scaleRuns[scaleRuns.length - 1] && OWN_STACK) continue
     log(`  deleting them (${CLEANUP_CONCURRENCY} in flight)`)
