@@ -49,7 +49,9 @@ export const PATCHES = {
    */
   snapshotBoundaryByActivity: 'snapshot-boundary-by-activity',
   /** A host's monitor continues as new after 200 history events instead of 2,000. */
-  shortHostHistory: 'short-host-history'
+  shortHostHistory: 'short-host-history',
+  /** An instance execution runs its local activities one at a time (execution.ts). */
+  serialLocalActivities: 'serial-local-activities'
 } as const
 
 /**

@@ -25,6 +25,16 @@
  *    continue as a new execution of their own workflow type.
  *
  * Every write to the instance goes through `change`: one event, one generation, chosen here.
+ *
+ * The report pump and the operation run side by side, and both write through local activities.
+ * An execution runs its local activities one at a time (`local`), in the order they were asked
+ * for. Two in flight at once finish in whatever order PostgreSQL answers, and the worker hands
+ * each result to the workflow as it comes; a replay hands them over together, in the order they
+ * were scheduled. Whichever side wakes first takes the next command's sequence number, so a
+ * replay could give a pump's write the number an operation's call had: a nondeterminism error,
+ * and an instance stuck until an operator reset it (found by the crash campaign: 12 of 300
+ * stops; the SDKs' own issue, temporalio/sdk-python#1578). One at a time, each result reaches
+ * the workflow alone, in a replay as the first time.
  */
 import {
   allHandlersFinished,
@@ -102,6 +112,10 @@ export class InstanceExecution {
   phase = 'loading'
   /** Signals received so far, of every kind (`counted`). */
   private received = 0
+  /** Local activities run one at a time (see the module comment); false in older histories. */
+  private serialLocalActivities = false
+  /** Settles when the last local activity asked for has ended. */
+  private localActivitiesDone: Promise<unknown> = Promise.resolve()
   settings!: OperationSettings
 
   /** `first`: the request this execution was started for, or null when it only applies reports. */
@@ -141,9 +155,10 @@ export class InstanceExecution {
    * `alsoHalts` are stops and deletes handed over by an execution that continued as this one.
    */
   async run (load: () => Promise<InstanceSnapshot | null>, alsoHalts: HaltRequest[] = []): Promise<void> {
+    this.serialLocalActivities = patched(PATCHES.serialLocalActivities)
     for (const halt of alsoHalts) this.receiveHalt(halt)
     this.settings = await settings.operationSettings()
-    this.useSnapshot(await CancellationScope.nonCancellable(load))
+    this.useSnapshot(await this.local(load))
     if (this.snapshot === null) return
     // The snapshot is recorded in the history before the first write. Local activities are
     // recorded only when their workflow task completes: a worker that died after a write but
@@ -196,7 +211,7 @@ export class InstanceExecution {
   /** Records one change of the instance and its event; see the module comment. */
   async change (input: ChangeInput): Promise<void> {
     const change = this.toChange(input)
-    this.useSnapshot(await CancellationScope.nonCancellable(() => records.recordInstanceChange(change)))
+    this.useSnapshot(await this.local(() => records.recordInstanceChange(change)))
     const { operation } = input
     if (operation !== undefined && operation.status !== 'running') {
       recordOperationOutcome(operation.request.kind, operation.status, operation.request.requestedAt)
@@ -210,10 +225,22 @@ export class InstanceExecution {
   async place (vmmId: string, input: ChangeInput): Promise<{ hostId: string } | { reason: string }> {
     const { vcpus, memoryMiB } = this.instance
     const change = this.toChange({ ...input, set: { ...input.set, activeVmmId: vmmId } })
-    const result = await CancellationScope.nonCancellable(() => records.placeVmm({ vmmId, vcpus, memoryMiB, change }))
+    const result = await this.local(() => records.placeVmm({ vmmId, vcpus, memoryMiB, change }))
     if (!result.placed) return { reason: result.reason }
     this.useSnapshot(result.snapshot)
     return { hostId: result.hostId }
+  }
+
+  /**
+   * Runs a local activity to the end whatever is cancelled meanwhile (a write is never left
+   * half-known), after every one asked for before it (see the module comment). Not async: an
+   * older history replays with exactly the promise steps it was recorded with.
+   */
+  private local<T> (call: () => Promise<T>): Promise<T> {
+    if (!this.serialLocalActivities) return CancellationScope.nonCancellable(call)
+    const result = this.localActivitiesDone.then(async () => await CancellationScope.nonCancellable(call))
+    this.localActivitiesDone = result.then(() => undefined, () => undefined)
+    return result
   }
 
   private toChange (input: ChangeInput): InstanceChange {
@@ -262,7 +289,7 @@ export class InstanceExecution {
   async observe (report: VmmReport | null): Promise<void> {
     if (report === null) return
     const before = this.vmms.get(report.vmmId)?.unresponsiveSince ?? null
-    const result = await CancellationScope.nonCancellable(() => records.applyVmmObservation(report))
+    const result = await this.local(() => records.applyVmmObservation(report))
     if (result.vmm === null) return
     this.remember(result.vmm)
     if (result.applied) await this.noteUnresponsiveness(before, result.vmm)
@@ -276,7 +303,7 @@ export class InstanceExecution {
       ? `VMM API unresponsive since ${after}; its process lives, and the state is unchanged`
       : 'VMM API answers again'
     const eventId = uuid4()
-    await CancellationScope.nonCancellable(() => records.appendEvent({ eventId, instanceId: this.instanceId, kind: 'condition-changed', vmmId: vmm.id, message }))
+    await this.local(() => records.appendEvent({ eventId, instanceId: this.instanceId, kind: 'condition-changed', vmmId: vmm.id, message }))
   }
 
   /** Takes in a VMM record newer than (or as new as) the one known. */
