@@ -68,6 +68,7 @@ function printReport (r: CampaignReport): void {
   ]
   console.log(`\n${'count (target 0)'.padEnd(24)} ${'all running'.padStart(12)} ${'after run'.padStart(10)}`)
   for (const [label, key] of rows) console.log(`${label.padEnd(24)} ${String(r.afterCreate[key]).padStart(12)} ${String(r.afterRun[key]).padStart(10)}`)
+  console.log(`${'not replaying'.padEnd(24)} ${''.padStart(12)} ${String(r.notReplaying.length).padStart(10)}  (of ${r.replayed} executions)`)
   console.log(`\nreconciler actions: ${Object.entries(r.reconcilerActions).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`)
   if (r.violations.length > 0) console.log(`\nviolations:\n${r.violations.join('\n')}`)
 }

@@ -12,12 +12,15 @@
  * in flight (a reconcile period or two, for anything it must re-drive), then checks the invariants against PostgreSQL, the agents and the processes
  * (scripts/dev-stack/invariants.ts). The report counts orphan VMMs, duplicate VMMs, leaked
  * reservations and instances not at their intended state (all targets 0), and what the
- * reconciler did meanwhile.
+ * reconciler did meanwhile. At the end every execution the campaign caused is replayed on this
+ * build, as a restarted worker would: one that does not replay is an instance stuck until an
+ * operator resets it (target 0 too).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { checkInvariants, violationsOf, type InvariantReport } from '../dev-stack/invariants.js'
 import type { LaunchedStack } from '../dev-stack/launcher.js'
+import { replayExecutions } from '../dev-stack/replay-executions.js'
 import { sendUntilAnswered } from '../dev-stack/retrying-client.js'
 import { waitFor } from '../dev-stack/wait.js'
 
@@ -67,6 +70,14 @@ export interface CampaignReport {
   /** Checked with every instance running, and again at the end, after a reconcile pass. */
   afterCreate: InvariantCounts
   afterRun: InvariantCounts
+  /** Executions replayed at the end, and those that did not replay (workflow ID, run ID, error). */
+  replayed: number
+  notReplaying: string[]
+  /**
+   * Worker and agent processes that ended without the campaign killing them (a crash of their
+   * own), with the last lines of the component's log: target none.
+   */
+  unexpectedExits: string[]
   violations: string[]
   /** What the reconciler's passes during the campaign found and did, by kind. */
   reconcilerActions: Record<string, number>
@@ -127,11 +138,13 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
 
   try {
     const reports: Partial<Record<Phase['name'], PhaseReport>> = {}
+    /** Every component the campaign killed, once per kill. */
+    const killed: string[] = []
     let afterCreate: InvariantReport | null = null
     for (const phase of phases) {
       retries = 0
       const started = Date.now()
-      const kills = await sendAll(stack, phase, options)
+      const kills = await sendAll(stack, phase, options, killed)
       const operationsSeconds = (Date.now() - started) / 1000
       options.log(`${phase.name}: ${options.instances} operations ended in ${operationsSeconds.toFixed(1)} s; waiting for every instance to be ${phase.target}`)
       const converged = await convergence(db, phase.target, options)
@@ -145,6 +158,8 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
     await sleep(Number(CAMPAIGN_STACK_ENV.VMPLANE_ORPHAN_GRACE_SECONDS) * 1000)
     await reconcilePass(stack, db)
     const afterRun = await settledInvariants(stack)
+    const { replayed, failures: notReplaying } = await replayExecutions(stack.info)
+    const unexpectedExits = await exitsNotKilled(stack, killed)
     return {
       instances: options.instances,
       hosts: stack.info.hosts.length,
@@ -152,7 +167,10 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       phases: reports as CampaignReport['phases'],
       afterCreate: countsOf(afterCreate!),
       afterRun: countsOf(afterRun),
-      violations: [...violationsOf(afterCreate!), ...violationsOf(afterRun)].slice(0, 50),
+      replayed,
+      notReplaying,
+      unexpectedExits,
+      violations: [...violationsOf(afterCreate!), ...violationsOf(afterRun), ...notReplaying, ...unexpectedExits].slice(0, 50),
       reconcilerActions: await reconcilerActionsSince(db, began)
     }
   } finally {
@@ -212,23 +230,24 @@ class OperationWatch {
 
 /**
  * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent when
- * the count of answered requests crosses random thresholds. Returns what it killed, and when.
+ * the count of answered requests crosses random thresholds. Returns what it killed, and when;
+ * adds each component it killed to `killed`.
  */
-async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOptions): Promise<string[]> {
+async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOptions, killed: string[]): Promise<string[]> {
   const victims = Array.from({ length: options.crashesPerPhase }, () => ['worker', `agent-${pick(stack.info.hosts).id}`]).flat()
   const plan = victims
     .map((component) => ({ component, at: Math.floor((0.05 + 0.9 * Math.random()) * options.instances) }))
     .sort((a, b) => a.at - b.at)
   const kills: string[] = []
-  const killed = new Set<string>()
   // Kills run one after another: two slots crossing thresholds together must not both signal
   // the same process before the supervisor has replaced it.
   let killing = Promise.resolve()
   const killNext = async (component: string, answered: number): Promise<void> => {
-    // A component killed a moment ago is killed again only once its successor runs.
-    if (killed.has(component)) await stack.waitForRestart(component)
-    killed.add(component)
+    // A component is killed only while it runs: one killed a moment ago is killed again once its
+    // successor runs (one down for any other reason shows in the report's unexpected exits).
+    await stack.waitForRestart(component)
     const pid = await stack.kill(component)
+    killed.push(component)
     kills.push(`${component} (pid ${pid}) after ${answered} requests`)
     options.log(`${phase.name}: SIGKILL ${component} after ${answered} of ${options.instances} requests`)
   }
@@ -295,6 +314,22 @@ async function reconcilerActionsSince (db: pg.Client, since: Date): Promise<Reco
     [since]
   )
   return Object.fromEntries(rows.map((row) => [row.kind, row.n]))
+}
+
+/**
+ * The exits of the worker and the agents beyond the campaign's own kills, each component's with
+ * its supervisor's notes and the last lines of its log.
+ */
+async function exitsNotKilled (stack: LaunchedStack, killed: string[]): Promise<string[]> {
+  const components = ['worker', ...stack.info.hosts.map((host) => `agent-${host.id}`)]
+  const found: string[] = []
+  for (const component of components) {
+    const exits = await stack.exitsOf(component)
+    const kills = killed.filter((name) => name === component).length
+    if (exits.length <= kills) continue
+    found.push(`${component} ended ${exits.length} times, killed ${kills}:\n${exits.join('\n')}\nlast lines of its log:\n${(await stack.logTail(component)).join('\n')}`)
+  }
+  return found
 }
 
 function countsOf (report: InvariantReport): InvariantCounts {

@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
-import { chmod, cp, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { chmod, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
 import { stackPaths, type StackPaths } from '../../scripts/dev-stack/data-dir.js'
@@ -167,6 +167,24 @@ export class LaunchedStack {
       const pid = await readPidFile(this.paths.runDir, component)
       return pid !== null && pid !== before && await isRunning(pid) ? pid : null
     }, { timeoutMs, detail: () => this.output.tail() })
+  }
+
+  /**
+   * Every time a component's process ended while the stack ran, oldest first: the supervisor's
+   * notes in the component's log (`exited with signal SIGKILL after 9.3 s; restarting in 0.3 s`).
+   */
+  async exitsOf (component: ComponentName): Promise<string[]> {
+    return (await this.logOf(component)).filter((line) => line.includes(' exited with '))
+  }
+
+  /** The last lines of a component's log. */
+  async logTail (component: ComponentName, lines = 20): Promise<string[]> {
+    return (await this.logOf(component)).slice(-lines)
+  }
+
+  private async logOf (component: ComponentName): Promise<string[]> {
+    const text = await readFile(join(this.paths.logDir, `${component}.log`), 'utf8').catch(() => '')
+    return text.split('\n').filter((line) => line !== '')
   }
 
   /** Waits until the stack is ready again, as its start does (scripts/dev-stack/readiness.ts). */

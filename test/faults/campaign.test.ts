@@ -1,7 +1,8 @@
 /**
  * The CI-sized crash campaign (scripts/campaign/campaign.ts): instances created, stopped and
  * deleted across 4 hosts while the worker and host agents are SIGKILLed at random moments; no
- * orphan, no duplicate, no leaked reservation, every instance where it was meant to be.
+ * orphan, no duplicate, no leaked reservation, every instance where it was meant to be, every
+ * execution's history replays, and no process ends but those the campaign kills.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -29,5 +30,7 @@ describe('the crash campaign', { timeout: 20 * 60_000 }, () => {
     }
     assert.deepEqual(report.afterCreate, ZERO, report.violations.join('\n'))
     assert.deepEqual(report.afterRun, ZERO, report.violations.join('\n'))
+    assert.deepEqual(report.notReplaying, [], `of ${report.replayed} executions`)
+    assert.deepEqual(report.unexpectedExits, [])
   })
 })
