@@ -1,21 +1,27 @@
 /**
  * The stack's Temporal server: `temporal server start-dev` with its database in a SQLite file in
- * the data directory, the Web UI on, and vmplane's search attributes registered.
+ * the data directory, the Web UI on, vmplane's search attributes registered, and the dynamic
+ * config Compose gives its server.
  *
  * `--search-attribute` is given on every start, not only the first: on an existing database the
  * dev server finds the attributes already registered and starts normally (checked with CLI
  * 1.5.1), so no separate `temporal operator search-attribute create` step is needed.
  */
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { SearchAttributeType } from '@temporalio/common'
+import { parse } from 'yaml'
 import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
 import type { StackConfig } from '../../config/index.js'
 import type { StackPaths } from './data-dir.js'
+import { REPO_ROOT } from '../tools/paths.js'
 import type { ComponentSpec } from './supervisor.js'
 import { waitUntil, type WaitOptions } from './wait.js'
 
 const execFileAsync = promisify(execFile)
+const DYNAMIC_CONFIG_FILE = join(REPO_ROOT, 'config', 'temporal-dynamic-config.yaml')
 
 /** The CLI's names for search attribute types (`--search-attribute NAME=TYPE`). */
 const CLI_TYPE_NAMES: Record<SearchAttributeType, string> = {
@@ -47,19 +53,21 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
     // crash-safe for the database (the last transactions may be lost on a power cut, not the file).
     '--sqlite-pragma', 'journal_mode=WAL',
     '--sqlite-pragma', 'synchronous=NORMAL',
-    // A worker that schedules an activity on its own task queue gets it back in the reply to
-    // its workflow task, not through a separate poll (what the TS SDK's own CI runs with).
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
-    // An execution that continues as new within a second of its start (a stop that reached a
-    // create's execution as it ended) would otherwise have its next run held back to that second.
-    // vmplane continues as new only when a request arrives, never in a loop. The same settings
-    // as config/temporal-dynamic-config.yaml, which Compose gives its Temporal server.
-    '--dynamic-config-value', 'history.workflowIdReuseMinimalInterval="0s"',
+    ...dynamicConfigFlags(),
     ...SEARCH_ATTRIBUTE_KEYS.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`])
   ]
   if (config.namespace !== 'default') args.push('--namespace', config.namespace)
   if (config.temporalMetricsPort !== null) args.push('--metrics-port', String(config.temporalMetricsPort))
   return { name: 'temporal', command: temporal, args, env }
+}
+
+/**
+ * config/temporal-dynamic-config.yaml (Compose mounts it into its Temporal server; it says why
+ * each setting) as the dev server's flags: `--dynamic-config-value KEY=<JSON value>`.
+ */
+export function dynamicConfigFlags (): string[] {
+  const settings = parse(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8')) as Record<string, Array<{ value: unknown }>>
+  return Object.entries(settings).flatMap(([key, [setting]]) => ['--dynamic-config-value', `${key}=${JSON.stringify(setting!.value)}`])
 }
 
 /** Waits until the frontend reports itself serving. */
