@@ -1,8 +1,8 @@
 /**
  * vmplane's operations as a user drives them: one HTTP request each, held by `?wait=` until the
  * operation ends (followed past the held request's 25 s when it waits its turn longer), and
- * checked for the outcome it names. An operation that did not end where it
- * should throws, so the load counts it as a failure rather than timing it.
+ * checked for the outcome it names. An operation that did not end where it should throws, so
+ * the load counts it as a failure rather than timing it.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { api, type ApiResponse } from '../dev-stack/launcher.js'

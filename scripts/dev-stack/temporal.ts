@@ -65,7 +65,7 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
  * config/temporal-dynamic-config.yaml (Compose mounts it into its Temporal server; it says why
  * each setting) as the dev server's flags: `--dynamic-config-value KEY=<JSON value>`.
  */
-export function dynamicConfigFlags (): string[] {
+function dynamicConfigFlags (): string[] {
   const settings = parse(readFileSync(DYNAMIC_CONFIG_FILE, 'utf8')) as Record<string, Array<{ value: unknown }>>
   return Object.entries(settings).flatMap(([key, [setting]]) => ['--dynamic-config-value', `${key}=${JSON.stringify(setting!.value)}`])
 }
