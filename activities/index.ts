@@ -11,10 +11,9 @@ import { createHostAgentCalls } from './host-agent-calls.js'
 import { createHostFencing } from './host-fencing.js'
 import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
-import { insertInstance } from '../db/instances.js'
-import type { NewInstance } from '../workflows/definitions.js'
-import { appendEvent, loadInstance, recordInstanceChange, type ChangeEvent, type InstanceChange } from './instance-records.js'
-import { applyVmmObservation, placeVmm, type PlacementRequest } from './vmm-records.js'
+import type { NewInstance } from '../domain/requests.js'
+import { openInstance, recordInstanceChange, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
+import { placeVmm, recordVmmObservations, type PlacementRequest } from './vmm-records.js'
 
 /** Durations the workflows need; from the worker's configuration, recorded in history. */
 export interface OperationSettings extends RestartBackoff {
@@ -43,26 +42,18 @@ export function createActivities (deps: ActivityDependencies) {
     async operationSettings (): Promise<OperationSettings> {
       return deps.settings
     },
-    /** Does nothing: awaited as an activity, it ends the workflow task (workflows/execution.ts). */
-    async endWorkflowTask (): Promise<void> {},
-    async loadInstance (instanceId: string) {
-      return await loadInstance(pool, instanceId)
-    },
-    /** Creates the row if the API did not; `null` if its name was taken meanwhile. */
-    async ensureInstance (instanceId: string, spec: NewInstance) {
-      return await insertInstance(pool, instanceId, spec) ? await loadInstance(pool, instanceId) : null
+    /** What an instance's execution begins with: the settings, and the instance (created if asked). */
+    async openExecution (instanceId: string, create?: NewInstance): Promise<{ settings: OperationSettings, snapshot: InstanceSnapshot | null }> {
+      return { settings: deps.settings, snapshot: await openInstance(pool, instanceId, create) }
     },
     async recordInstanceChange (change: InstanceChange) {
       return await recordInstanceChange(pool, change)
     },
-    async appendEvent (event: ChangeEvent & { instanceId: string, eventId: string }) {
-      await appendEvent(pool, event)
-    },
     async placeVmm (request: PlacementRequest) {
       return await placeVmm(pool, request)
     },
-    async applyVmmObservation (report: VmmReport) {
-      return await applyVmmObservation(pool, report)
+    async recordVmmObservations (instanceId: string, reports: VmmReport[]) {
+      return await recordVmmObservations(pool, instanceId, reports)
     },
     async recordHostHeartbeat (announcement: HostAnnouncement) {
       return await recordHostHeartbeat(pool, announcement)

@@ -1,20 +1,37 @@
 /**
- * Writes to an instance's record, on behalf of the instance's workflow (its only writer, I4).
+ * Theory of operation: the write path, PostgreSQL's side (docs/design.md, "the write path").
  *
- * Every change is one transaction that updates the instance row, upserts the operation it
- * belongs to, and appends one event. The event's ID is chosen by the workflow, which makes the
- * write idempotent: an activity retried after a crash finds its event and does nothing again.
- * The instance's generation is compared and bumped on every change, so a second writer, which
- * should never exist, would fail loudly instead of interleaving.
+ * An instance's execution is the only writer of its record (I4), and it writes only through
+ * these activities, which it schedules as regular activities: a write happens only once the
+ * workflow task that decided it has completed, so the decision is in the history before its
+ * effect, and a workflow task that is retried (a worker killed or frozen, a task timeout) has
+ * made no write that its retry could contradict.
+ *
+ * Every change is keyed by its decision (domain/decisions.ts): the key, hashed, is the ID of
+ * the event the change appends. A change whose event exists was made before (an activity retried
+ * after a crash, an execution replayed or reset) and is not made again; the activity answers
+ * with the record as it is, and the execution takes that as the truth. A change never fails
+ * because the record moved on since the execution last read it (only a reset's earlier run can
+ * do that): it is applied to the record as it is, and the execution learns what that is from the
+ * answer. A destroyed instance stays destroyed: a change records its event and operation, and
+ * touches none of the instance's fields.
+ *
+ * A change also carries the VMM reports the execution received since its last write, applied
+ * first in the same transaction, so an instance never shows a state its VMM's record does not
+ * back.
  */
 import { ApplicationFailure } from '@temporalio/activity'
+import { v5 as uuidv5 } from 'uuid'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
-import { crashPoint } from '../faults/crash-points.js'
 import { INSTANCE_COLUMNS, VMM_COLUMNS, toInstance, toVmm } from '../db/rows.js'
+import { insertInstance } from '../db/instances.js'
+import { crashPoint } from '../faults/crash-points.js'
 import type { EventKind } from '../domain/event.js'
 import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
-import type { VmmRecord } from '../domain/vmm.js'
+import type { NewInstance } from '../domain/requests.js'
+import type { VmmRecord, VmmReport } from '../domain/vmm.js'
+import { applyObservations } from './vmm-records.js'
 
 export interface InstanceSnapshot {
   instance: Instance
@@ -54,12 +71,27 @@ export interface ChangeEvent {
 
 export interface InstanceChange extends ChangeEvent {
   instanceId: string
-  /** Chosen by the workflow; a change whose event exists was already made. */
-  eventId: string
-  expectedGeneration: number
+  /** What the change decides (domain/decisions.ts); a change whose key is recorded was made. */
+  decision: string
   set?: InstanceFields
   operation?: OperationUpdate
+  /** VMM reports received since the execution's last write, applied first. */
+  observations?: VmmReport[]
 }
+
+export interface ChangeResult {
+  snapshot: InstanceSnapshot
+  /** The VMM records the observations left, whether or not they were applied. */
+  vmms: VmmRecord[]
+  /** The decision had been recorded before: nothing was changed this time. */
+  madeBefore: boolean
+}
+
+/** The event ID that records a decision: the same key always gives the same ID. */
+export function eventIdOf (decision: string): string {
+  return uuidv5(decision, EVENT_NAMESPACE)
+}
+const EVENT_NAMESPACE = '5b0d6c4e-7a51-4f0e-9d4b-2f7f0c8c1e93'
 
 export async function readSnapshot (db: Pool | PoolClient, instanceId: string): Promise<InstanceSnapshot | null> {
   const { rows } = await db.query(`SELECT ${INSTANCE_COLUMNS} FROM instances i WHERE i.id = $1`, [instanceId])
@@ -79,40 +111,57 @@ export async function readSnapshot (db: Pool | PoolClient, instanceId: string): 
   }
 }
 
-export async function loadInstance (pool: Pool, instanceId: string): Promise<InstanceSnapshot | null> {
+/**
+ * The instance as an execution begins with it. A create's execution first inserts the row if the
+ * API did not (it died before its transaction committed); `null` if the instance does not exist
+ * (or, for a create, its name was taken meanwhile).
+ */
+export async function openInstance (pool: Pool, instanceId: string, create?: NewInstance): Promise<InstanceSnapshot | null> {
+  if (create !== undefined && !await insertInstance(pool, instanceId, create)) return null
   return await readSnapshot(pool, instanceId)
 }
 
-/** Applies one change; see the module comment for why it is safe to retry. */
-export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<InstanceSnapshot> {
-  const snapshot = await inTransaction(pool, async (tx) => {
-    const done = await tx.query('SELECT 1 FROM instance_events WHERE id = $1', [change.eventId])
-    if (done.rowCount === 0) await applyChange(tx, change)
-    return await readSnapshot(tx, change.instanceId)
-  })
+/** Records one change; see the module comment for why it is safe to retry. */
+export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<ChangeResult> {
+  const result = await inTransaction(pool, async (tx) => await applyInstanceChange(tx, change))
   crashPoint('change.after-commit', change.kind)
-  if (snapshot === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
-  return snapshot
+  return result
 }
 
-async function applyChange (tx: PoolClient, change: InstanceChange): Promise<void> {
+/** Applies a change inside a transaction of the caller's (placement makes one with the VMM's row). */
+export async function applyInstanceChange (tx: PoolClient, change: InstanceChange): Promise<ChangeResult> {
+  const vmms = await applyObservations(tx, change.instanceId, change.observations ?? [])
+  const locked = await tx.query('SELECT destroyed_at FROM instances WHERE id = $1 FOR UPDATE', [change.instanceId])
+  if (locked.rowCount === 0) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
+  const eventId = eventIdOf(change.decision)
+  const made = await tx.query('SELECT 1 FROM instance_events WHERE id = $1', [eventId])
+  const madeBefore = made.rowCount !== 0
+  if (!madeBefore) {
+    if (locked.rows[0].destroyed_at === null) await updateInstance(tx, change)
+    if (change.operation !== undefined) await upsertOperation(tx, change.instanceId, change.operation)
+    await appendEvent(tx, { ...change, eventId, operationId: change.operation?.id ?? null })
+  }
+  const snapshot = await readSnapshot(tx, change.instanceId)
+  if (snapshot === null) throw new Error(`instance ${change.instanceId} vanished inside a transaction`)
+  return { snapshot, vmms, madeBefore }
+}
+
+async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<void> {
   const set = change.set ?? {}
-  const updated = await tx.query(
+  await tx.query(
     `UPDATE instances SET
-        state = COALESCE($3, state),
-        intended_state = COALESCE($4, intended_state),
-        active_vmm_id = CASE WHEN $5 THEN $6::uuid ELSE active_vmm_id END,
-        last_error = CASE WHEN $7 THEN $8::jsonb ELSE last_error END,
-        destroyed_at = CASE WHEN $9 THEN now() ELSE destroyed_at END,
-        restart_attempts = COALESCE($10, restart_attempts),
-        restart_at = CASE WHEN $11 THEN $12::timestamptz ELSE restart_at END,
+        state = COALESCE($2, state),
+        intended_state = COALESCE($3, intended_state),
+        active_vmm_id = CASE WHEN $4 THEN $5::uuid ELSE active_vmm_id END,
+        last_error = CASE WHEN $6 THEN $7::jsonb ELSE last_error END,
+        destroyed_at = CASE WHEN $8 THEN now() ELSE destroyed_at END,
+        restart_attempts = COALESCE($9, restart_attempts),
+        restart_at = CASE WHEN $10 THEN $11::timestamptz ELSE restart_at END,
         generation = generation + 1,
         updated_at = now()
-      WHERE id = $1 AND generation = $2
-      RETURNING state`,
+      WHERE id = $1`,
     [
       change.instanceId,
-      change.expectedGeneration,
       set.state ?? null,
       set.intendedState ?? null,
       set.activeVmmId !== undefined,
@@ -125,48 +174,37 @@ async function applyChange (tx: PoolClient, change: InstanceChange): Promise<voi
       set.restartAt ?? null
     ]
   )
-  if (updated.rowCount === 0) {
-    throw ApplicationFailure.nonRetryable(
-      `instance ${change.instanceId} is not at generation ${change.expectedGeneration}: it was changed by another writer`,
-      'ConcurrentWrite'
-    )
-  }
   if (set.destroyed === true) {
     await tx.query('DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.instance_id = $1', [change.instanceId])
   }
-  if (change.operation !== undefined) await upsertOperation(tx, change.instanceId, change.operation)
+}
+
+/** Appends an event, stamped with the instance's state as it now is; once per event ID. */
+export async function appendEvent (
+  tx: Pool | PoolClient,
+  event: ChangeEvent & { instanceId: string, eventId: string, operationId?: string | null }
+): Promise<void> {
   await tx.query(
     `INSERT INTO instance_events (id, instance_id, kind, state, operation_id, vmm_id, message, details)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+     SELECT $1, i.id, $3, i.state, $4, $5, $6, $7 FROM instances i WHERE i.id = $2
+     ON CONFLICT (id) DO NOTHING`,
     [
-      change.eventId,
-      change.instanceId,
-      change.kind,
-      updated.rows[0].state,
-      change.operation?.id ?? null,
-      change.vmmId ?? null,
-      change.message,
-      change.details === undefined ? null : JSON.stringify(change.details)
+      event.eventId,
+      event.instanceId,
+      event.kind,
+      event.operationId ?? null,
+      event.vmmId ?? null,
+      event.message,
+      event.details === undefined ? null : JSON.stringify(event.details)
     ]
   )
 }
 
 /**
- * Appends an event without changing the instance (a condition that began or ended). The event's
- * ID is the workflow's, so a retry writes it once.
- */
-export async function appendEvent (pool: Pool, event: ChangeEvent & { instanceId: string, eventId: string }): Promise<void> {
-  await pool.query(
-    `INSERT INTO instance_events (id, instance_id, kind, state, vmm_id, message, details)
-     SELECT $1, i.id, $3, i.state, $4, $5, $6 FROM instances i WHERE i.id = $2
-     ON CONFLICT (id) DO NOTHING`,
-    [event.eventId, event.instanceId, event.kind, event.vmmId ?? null, event.message, event.details === undefined ? null : JSON.stringify(event.details)]
-  )
-}
-
-/**
- * The API inserts an operation's row when it accepts the request; the workflow upserts it,
- * so the row exists even if the API died between starting the workflow and writing it.
+ * The API inserts an operation's row when it accepts the request; the workflow upserts it, so
+ * the row exists even if the API died between starting the workflow and writing it. An outcome
+ * once recorded is final: a later change cannot turn a finished operation back to running, nor
+ * give it another outcome.
  */
 async function upsertOperation (tx: PoolClient, instanceId: string, op: OperationUpdate): Promise<void> {
   const finished = op.status !== 'running'
@@ -177,7 +215,8 @@ async function upsertOperation (tx: PoolClient, instanceId: string, op: Operatio
        status = EXCLUDED.status,
        error = EXCLUDED.error,
        run_id = EXCLUDED.run_id,
-       finished_at = COALESCE(operations.finished_at, EXCLUDED.finished_at)`,
+       finished_at = EXCLUDED.finished_at
+     WHERE operations.finished_at IS NULL`,
     [op.id, instanceId, op.kind, op.status, op.error == null ? null : JSON.stringify(op.error), op.workflowId, op.runId, finished]
   )
 }

@@ -36,9 +36,9 @@ import {
   haltRequestedSignal,
   operationStart,
   reportDelivery,
-  WORKFLOW_TYPES,
-  type OperationRequest
+  WORKFLOW_TYPES
 } from '../workflows/definitions.js'
+import type { OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 
 /** Counts of what a pass found and did, by kind. */
@@ -179,7 +179,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
       const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
       await interruptOperations(pool, 'instance_id', instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
-      const options = operationStart(request, instance.name, activityInfo().taskQueue)
+      const options = operationStart(request, instance, activityInfo().taskQueue)
       let runId: string
       try {
         runId = request.kind === 'start'

@@ -4,7 +4,7 @@
  * its transaction committed). Inserting twice is harmless: the second finds the first.
  */
 import type { Pool, PoolClient } from './pool.js'
-import type { NewInstance } from '../workflows/definitions.js'
+import type { NewInstance } from '../domain/requests.js'
 
 /** Returns false when the name belongs to another live instance. */
 export async function insertInstance (db: Pool | PoolClient, id: string, spec: NewInstance): Promise<boolean> {

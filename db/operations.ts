@@ -4,7 +4,7 @@
  * creates it.
  */
 import { instanceWorkflowId } from '../domain/ids.js'
-import type { OperationRequest } from '../workflows/definitions.js'
+import type { OperationRequest } from '../domain/requests.js'
 import type { Pool, PoolClient } from './pool.js'
 
 function paramsOf (request: OperationRequest): Record<string, unknown> {

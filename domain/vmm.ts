@@ -108,3 +108,24 @@ export function concludedReport (vmm: VmmRecord, state: 'destroyed' | 'lost', re
     unresponsiveSince: null
   }
 }
+
+/**
+ * A VMM's record once a report is taken in, or null when the report is stale: its generation is
+ * not newer than the record's, or the record is already terminal. PostgreSQL applies the same
+ * rule (activities/vmm-records.ts), so an execution's memory and the record never disagree.
+ */
+export function withReport (known: VmmRecord, report: VmmReport): VmmRecord | null {
+  if (report.generation <= known.generation || isTerminalVmmState(known.state)) return null
+  const terminal = isTerminalVmmState(report.state)
+  return {
+    ...known,
+    state: report.state,
+    generation: report.generation,
+    reason: report.reason,
+    exit: report.exit,
+    unresponsiveSince: report.unresponsiveSince,
+    runningSince: report.state === 'running' ? known.runningSince ?? report.observedAt : known.runningSince,
+    updatedAt: report.observedAt,
+    destroyedAt: terminal ? known.destroyedAt ?? report.observedAt : null
+  }
+}

@@ -1,36 +1,81 @@
 /**
- * Activity proxies and their retry policies, by what the activities touch.
+ * Activity proxies and their timeouts, by what the activities touch.
  *
- * Nothing here gives up on its own: a PostgreSQL restart or an unreachable host is waited out
- * (unknown is not dead, I2). Only the classes that are answers — a refused request, a VMM the
- * agent affirms it does not have, a write that found another writer — stop the retries.
+ * Every write is a regular activity (docs/design.md, "the write path"): it runs only once the
+ * workflow task that decided it has completed. The one local activity, `openExecution`, only
+ * reads (and inserts a create's row, keyed by the instance's ID from the request).
+ *
+ * Nothing here gives up on its own: a PostgreSQL outage or an unreachable host is waited out
+ * (unknown is not dead, I2). But no activity retries forever either: each series of attempts is
+ * bounded by its schedule-to-close timeout, and `persistent` then waits on a durable timer and
+ * schedules a new series. Retries inside a series leave no trace in the history; each series
+ * costs a handful of events, so an outage of hours grows a history by a few hundred events at
+ * most. Only the classes that are answers (a refused request, a VMM the agent affirms it does
+ * not have) end the retries.
  */
-import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow'
+import {
+  ActivityFailure,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  sleep,
+  TimeoutFailure,
+  type ActivityInterfaceFor
+} from '@temporalio/workflow'
 import type { Activities } from '../activities/index.js'
 import { NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 
+/** How long a series of attempts may take, and the durable wait before the next series. */
+const SERIES_TIMEOUT = '2 minutes'
+const BETWEEN_SERIES_MS = 30_000
+
 /**
- * PostgreSQL: short calls, run as local activities (in the worker, recorded with the workflow
- * task that asked for them: no round trip through the server to schedule and dispatch each),
- * retried quickly, forever.
+ * The same activities, each call scheduled again (after a durable wait) whenever a series of
+ * attempts reaches its schedule-to-close timeout.
  */
-export const records = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '5 seconds',
+function persistent (activities: ActivityInterfaceFor<Activities>): ActivityInterfaceFor<Activities> {
+  return new Proxy(activities, {
+    get (target, name: keyof Activities) {
+      const call = target[name] as (...args: unknown[]) => Promise<unknown>
+      return async (...args: unknown[]) => {
+        for (;;) {
+          try {
+            return await call(...args)
+          } catch (err) {
+            if (!isSeriesTimeout(err)) throw err
+            log.warn('activity still failing after a series of attempts; trying again after a pause', { activity: name, pauseMs: BETWEEN_SERIES_MS })
+            await sleep(BETWEEN_SERIES_MS)
+          }
+        }
+      }
+    }
+  })
+}
+
+function isSeriesTimeout (err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_CLOSE'
+}
+
+/** PostgreSQL: an instance's record, its VMMs and placement. */
+export const records = persistent(proxyActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  scheduleToCloseTimeout: SERIES_TIMEOUT,
   retry: {
     initialInterval: '200 milliseconds',
     backoffCoefficient: 2,
     maximumInterval: '5 seconds',
-    nonRetryableErrorTypes: ['ConcurrentWrite', 'InstanceNotFound']
+    nonRetryableErrorTypes: ['InstanceNotFound']
   }
-})
+}))
 
 /**
  * Calls that leave the worker for host agents (or, to fence a host, for Temporal itself): each
- * bounded by its client's timeout, retried with backoff, forever. The activities heartbeat while
- * they wait, so a worker that dies holding one is noticed within the heartbeat timeout.
+ * bounded by its client's timeout and retried with backoff. The activities heartbeat while they
+ * wait, so a worker that dies holding one is noticed within the heartbeat timeout.
  */
-export const agents = proxyActivities<Activities>({
+export const agents = persistent(proxyActivities<Activities>({
   startToCloseTimeout: '20 seconds',
+  scheduleToCloseTimeout: SERIES_TIMEOUT,
   heartbeatTimeout: '2 seconds',
   // An agent that restarts is back within a second or two; a stop waiting on it should not
   // wait much longer. A host that stays away costs a refused connection every 2 s.
@@ -40,7 +85,7 @@ export const agents = proxyActivities<Activities>({
     maximumInterval: '2 seconds',
     nonRetryableErrorTypes: [...NON_RETRYABLE_ERROR_CLASSES]
   }
-})
+}))
 
 /**
  * The reconciler's work: a whole host's inventory in one call, heartbeating as it goes. A pass
@@ -53,10 +98,11 @@ export const reconciler = proxyActivities<Activities>({
 })
 
 /**
- * Ends the workflow task that awaits it, for one round trip: the server hands the activity
- * straight back to this worker in the reply to that task (eager dispatch).
+ * Reads an execution begins with, as a local activity: no round trip through the server, and
+ * nothing to undo if the workflow task that ran it is retried.
  */
-export const taskBoundary = proxyActivities<Activities>({ startToCloseTimeout: '5 seconds' })
-
-/** The worker's settings, read once per execution and recorded in its history. */
-export const settings = proxyLocalActivities<Activities>({ startToCloseTimeout: '5 seconds' })
+export const reads = persistent(proxyLocalActivities<Activities>({
+  startToCloseTimeout: '5 seconds',
+  scheduleToCloseTimeout: '1 minute',
+  retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' }
+}))

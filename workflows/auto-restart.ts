@@ -14,7 +14,7 @@
  */
 import { condition, uuid4 } from '@temporalio/workflow'
 import type { Instance } from '../domain/instance.js'
-import type { StartRequest } from './definitions.js'
+import type { StartRequest } from '../domain/requests.js'
 
 /**
  * Waits for the instance's planned restart; returns the start to run, or null if there is none

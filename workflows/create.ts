@@ -1,15 +1,18 @@
 /**
- * Create: make sure the instance's row exists (the API inserted it; should the API have died
- * before its transaction committed, the row is inserted from the request), then start it if asked.
+ * Create: the instance's row exists (the API inserted it; should the API have died before its
+ * transaction committed, the execution inserted it from the request when it opened), then it
+ * starts if asked.
  */
-import type { CreateRequest } from './definitions.js'
-import type { OperationBody } from './execution.js'
+import { decisionKeys } from '../domain/decisions.js'
+import type { CreateRequest } from '../domain/requests.js'
+import type { InstanceExecution } from './execution.js'
 import { bootNewVmm } from './start.js'
 
-export const create: OperationBody<CreateRequest> = async (x, request) => {
+export async function create (execution: InstanceExecution, request: CreateRequest): Promise<void> {
   if (!request.start) {
-    x.phase = 'stopped'
-    await x.change({
+    execution.enterPhase('stopped')
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
       kind: 'operation-finished',
       message: 'created',
       set: { state: 'stopped' },
@@ -17,11 +20,11 @@ export const create: OperationBody<CreateRequest> = async (x, request) => {
     })
     return
   }
-  await x.change({
+  await bootNewVmm(execution, request, {
+    decision: decisionKeys.started(request.operationId),
     kind: 'operation-started',
     message: 'created; starting',
     set: { state: 'starting' },
     operation: { request, status: 'running' }
   })
-  await bootNewVmm(x, request)
 }

@@ -7,11 +7,12 @@
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
-import type { InstanceShape, InstanceState, IntendedState, RestartPolicy } from '../domain/instance.js'
+import type { InstanceState } from '../domain/instance.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { OperationKind } from '../domain/operation.js'
+import type { HaltRequest, OperationRequest, RebootRequest, StartRequest } from '../domain/requests.js'
 import type { VmmReport } from '../domain/vmm.js'
-import { HostIdKey, InstanceIdKey, OperationKey } from './search-attributes.js'
+import { HostIdKey, InstanceIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 
 /** Workflow type names, as the API and the agents start them. */
 export const WORKFLOW_TYPES = {
@@ -29,83 +30,10 @@ export const WORKFLOW_TYPES = {
 export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
 
 /**
- * The `patched()` IDs of changes to shipped workflows: executions that began before a change
- * replay the old way (test/replay holds recorded histories of both).
- */
-export const PATCHES = {
-  /** bootNewVmm chooses the new VMM's ID before fencing the older ones. */
-  vmmIdBeforeFence: 'vmm-id-before-fence',
-  /** An instance execution ends its first workflow task once its snapshot is loaded. */
-  snapshotBeforeWrites: 'snapshot-before-writes',
-  /** A boot or reboot that reaches its deadline first applies the reports already received. */
-  reportsBeforeVerdict: 'reports-before-verdict',
-  /** A boot deadline that passes with no report asks the agent before it kills the VMM. */
-  askBeforeBootTimeout: 'ask-before-boot-timeout',
-  /** An instance execution ends in a workflow task that wrote nothing. */
-  closeInTaskWithoutWrites: 'close-in-task-without-writes',
-  /**
-   * The first workflow task ends with an eager no-op activity instead of a 1 ms timer: the dev
-   * server fires timers about a second late, which made every operation a second slower.
-   */
-  snapshotBoundaryByActivity: 'snapshot-boundary-by-activity',
-  /** A host's monitor continues as new after 200 history events instead of 2,000. */
-  shortHostHistory: 'short-host-history',
-  /** An instance execution runs its local activities one at a time (execution.ts). */
-  serialLocalActivities: 'serial-local-activities'
-} as const
-
-/**
  * Every starter of an instance or host workflow sets this: a worker that dies holding a workflow
  * task gives it back within this time (Temporal's default is 10 s, too long for a stop's bound).
  */
 export const WORKFLOW_TASK_TIMEOUT = '3 seconds'
-
-export interface OperationRequestBase {
-  operationId: string
-  instanceId: string
-  requestedAt: string
-}
-
-/** Everything the instance's row is made of, so the workflow can ensure the row exists. */
-export interface NewInstance extends InstanceShape {
-  name: string
-  stopGraceSeconds: number
-  restartPolicy: RestartPolicy
-  intendedState: IntendedState
-}
-
-export interface CreateRequest extends OperationRequestBase {
-  kind: 'create'
-  instance: NewInstance
-  /** Start the instance once it is created. */
-  start: boolean
-}
-
-export interface StartRequest extends OperationRequestBase {
-  kind: 'start'
-  /** Set when the instance restarts by itself (restart policy `on-failure`): which attempt. */
-  automaticAttempt?: number
-}
-
-export interface RebootRequest extends OperationRequestBase {
-  kind: 'reboot'
-}
-
-export interface StopRequest extends OperationRequestBase {
-  kind: 'stop'
-  /** Seconds from `requestedAt` the guest gets to power off before its VMM is killed. */
-  graceSeconds: number
-  /** Set when an operator forced the stop (`forceStop`): why, in their words. */
-  forcedBy?: string
-}
-
-export interface DeleteRequest extends OperationRequestBase {
-  kind: 'delete'
-  graceSeconds: number
-}
-
-export type OperationRequest = CreateRequest | StartRequest | RebootRequest | StopRequest | DeleteRequest
-export type HaltRequest = StopRequest | DeleteRequest
 
 export interface ApplyReportsInput {
   instanceId: string
@@ -113,9 +41,10 @@ export interface ApplyReportsInput {
 
 /**
  * The options that start an operation's workflow (the API's, the reconciler's): under the
- * instance's ID, with its search attributes, its name in the memo and a line for the UI's list.
+ * instance's ID, with its search attributes (the state as the starter saw it; the execution
+ * corrects it if it has moved), its name in the memo and a line for the UI's list.
  */
-export function operationStart (request: OperationRequest, instanceName: string, taskQueue: string) {
+export function operationStart (request: OperationRequest, instance: { name: string, state: InstanceState }, taskQueue: string) {
   return {
     workflowId: instanceWorkflowId(request.instanceId),
     taskQueue,
@@ -123,10 +52,11 @@ export function operationStart (request: OperationRequest, instanceName: string,
     args: [request] as [OperationRequest],
     typedSearchAttributes: [
       { key: InstanceIdKey, value: request.instanceId },
-      { key: OperationKey, value: request.kind }
+      { key: OperationKey, value: request.kind },
+      { key: InstanceStateKey, value: instance.state }
     ],
-    memo: { instanceName },
-    staticSummary: summaryOf(request, instanceName)
+    memo: { instanceName: instance.name },
+    staticSummary: summaryOf(request, instance.name)
   }
 }
 
@@ -216,4 +146,6 @@ export interface MonitorHostInput {
   hostId: string
   /** Carried across continue-as-new, so a restart of the monitor does not forget the host. */
   lastAnnouncement: HostAnnouncement | null
+  /** An operator's action received while the previous run continued as new. */
+  operatorAction?: 'lost' | 'readmit' | null
 }

@@ -1,9 +1,8 @@
 /**
  * Theory of operation: stop and delete (I1, stop always terminates).
  *
- * A halt serves every stop and delete the instance received until it ends: the earliest deadline
- * wins (a second stop with a shorter grace shortens the running one, never the reverse) and a
- * delete among them turns the whole halt into a delete.
+ * A halt serves every stop and delete the instance received until it ends (halts.ts): the
+ * earliest deadline wins and a delete among them turns the whole halt into a delete.
  *
  * For each VMM of the instance that is not confirmed gone:
  * 1. Graceful: the agent is asked to press the ACPI power button, and is told the deadline. The
@@ -16,28 +15,31 @@
  *    to exit and cleans up. It is retried until the agent answers; while the host is unreachable
  *    the instance stays `stopping` (never `stopped` on a guess, I2).
  * Then the instance is recorded `stopped` (or destroyed), with whether the guest powered off or
- * had to be killed, and why.
+ * had to be killed, and why; then each halt's operation is recorded succeeded.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { decisionKeys } from '../domain/decisions.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
-import type { HaltRequest } from './definitions.js'
 import type { InstanceExecution } from './execution.js'
-import { destroyOnHost, isGone } from './vmm-actions.js'
+import { destroyOnHost } from './vmm-actions.js'
 
-export async function halt (x: InstanceExecution): Promise<void> {
-  x.phase = 'stopping'
+export async function halt (execution: InstanceExecution): Promise<void> {
+  const { halts } = execution
+  const first = halts.pending[0]
+  execution.enterPhase('stopping', stoppingDetail(execution))
   const started = new Set<string>()
-  await recordStarted(x, started)
-  const vmms = x.liveVmms()
-  await Promise.all(vmms.map((vmm) => stopVmm(x, vmm)))
+  await recordStarted(execution, started)
+  const vmms = execution.liveVmms()
+  await Promise.all(vmms.map(async (vmm) => { await stopVmm(execution, vmm) }))
   // Halts that arrived while this one ran are served by it too.
-  await recordStarted(x, started)
+  await recordStarted(execution, started)
 
-  const deleting = x.haltKind() === 'delete'
-  const end = describeEnd(x, vmms.map((v) => x.vmm(v.id) ?? v))
-  x.phase = deleting ? 'destroyed' : 'stopped'
-  await x.change({
+  const deleting = halts.kind() === 'delete'
+  const end = describeEnd(execution, vmms.map((v) => execution.vmm(v.id) ?? v))
+  execution.enterPhase(deleting ? 'destroyed' : 'stopped')
+  await execution.change({
+    decision: decisionKeys.halted(first.operationId),
     kind: 'state-changed',
     message: `${deleting ? 'destroyed' : 'stopped'}: ${end.message}`,
     details: { graceful: end.error === null, ...(end.error === null ? {} : { reason: end.error.code }) },
@@ -45,11 +47,19 @@ export async function halt (x: InstanceExecution): Promise<void> {
       ? { state: 'destroyed', intendedState: 'destroyed', destroyed: true }
       : { state: 'stopped', intendedState: 'stopped', restartAt: null, ...(end.error === null ? {} : { lastError: end.error }) }
   })
-  for (const request of x.halts) {
-    await x.change({ kind: 'operation-finished', message: `${request.kind} done`, operation: { request, status: 'succeeded' } })
+  for (const request of halts.takeAll()) {
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message: `${request.kind} done`,
+      operation: { request, status: 'succeeded' }
+    })
   }
-  x.halts.length = 0
-  x.haltDeadline = null
+}
+
+function stoppingDetail (execution: InstanceExecution): string {
+  const deadline = execution.halts.deadline
+  return deadline === null ? 'no deadline' : `VMM killed at ${new Date(deadline).toISOString()} unless the guest powers off first`
 }
 
 /**
@@ -57,7 +67,7 @@ export async function halt (x: InstanceExecution): Promise<void> {
  * not graceful: a VMM killed (`StopForced`, naming the grace period or the operator), fenced with
  * its lost host (`HostLost`), or one that died on its own during the stop.
  */
-function describeEnd (x: InstanceExecution, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
+function describeEnd (execution: InstanceExecution, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
   if (vmms.length === 0) return { message: 'no VMM was running', error: null }
   const lost = vmms.find((v) => v.state === 'lost')
   if (lost !== undefined) {
@@ -65,10 +75,10 @@ function describeEnd (x: InstanceExecution, vmms: VmmRecord[]): { message: strin
     return { message, error: { code: 'HostLost', message } }
   }
   if (vmms.some((v) => v.exit?.cause === 'killed' || v.exit?.cause === 'stop-deadline')) {
-    const forcedBy = x.halts.map((h) => h.kind === 'stop' ? h.forcedBy : undefined).find((by) => by !== undefined)
+    const forcedBy = execution.halts.forcedBy()
     const message = forcedBy !== undefined
       ? `forced by ${forcedBy}; VMM killed`
-      : `grace period of ${earliest(x).graceSeconds} s expired; VMM killed`
+      : `grace period of ${execution.halts.earliest().graceSeconds} s expired; VMM killed`
     return { message, error: { code: 'StopForced', message } }
   }
   const died = vmms.find((v) => v.exit?.cause !== 'guest-poweroff')
@@ -76,23 +86,18 @@ function describeEnd (x: InstanceExecution, vmms: VmmRecord[]): { message: strin
   return { message: 'guest powered off', error: null }
 }
 
-/** The halt whose deadline is the one in force. */
-function earliest (x: InstanceExecution): HaltRequest {
-  const deadline = (h: HaltRequest): number => Date.parse(h.requestedAt) + h.graceSeconds * 1000
-  return x.halts.reduce((a, b) => deadline(b) < deadline(a) ? b : a)
-}
-
-async function recordStarted (x: InstanceExecution, started: Set<string>): Promise<void> {
-  for (const request of x.halts) {
+async function recordStarted (execution: InstanceExecution, started: Set<string>): Promise<void> {
+  for (const request of execution.halts.pending) {
     if (started.has(request.operationId)) continue
     started.add(request.operationId)
-    await x.change({
+    await execution.change({
+      decision: decisionKeys.started(request.operationId),
       kind: 'operation-started',
       message: request.kind === 'stop' && request.forcedBy !== undefined
         ? `force-stop by ${request.forcedBy}: VMM killed without waiting for the guest`
         : `${request.kind} requested (grace ${request.graceSeconds} s)`,
       set: {
-        ...(x.liveVmms().length > 0 ? { state: 'stopping' as const } : {}),
+        ...(execution.liveVmms().length > 0 ? { state: 'stopping' as const } : {}),
         intendedState: request.kind === 'delete' ? 'destroyed' : 'stopped'
       },
       operation: { request, status: 'running' }
@@ -100,24 +105,24 @@ async function recordStarted (x: InstanceExecution, started: Set<string>): Promi
   }
 }
 
-async function stopVmm (x: InstanceExecution, vmm: VmmRecord): Promise<void> {
-  const presses = new PowerButton(x, vmm)
+async function stopVmm (execution: InstanceExecution, vmm: VmmRecord): Promise<void> {
+  const presses = new PowerButton(execution, vmm)
   try {
     for (;;) {
-      if (isGone(x, vmm.id) || x.haltDeadline === null) break
-      const deadline = x.haltDeadline
+      const deadline = execution.halts.deadline
+      if (execution.isGone(vmm.id) || deadline === null) break
       if (deadline > Date.now()) presses.sendDeadline(deadline)
       // The agent kills at a deadline it was told; give it a moment to report before we kill.
-      const killAt = presses.sent === deadline ? deadline + x.settings.killBackstopMs : deadline
+      const killAt = presses.sent === deadline ? deadline + execution.settings.killBackstopMs : deadline
       if (Date.now() >= killAt) break
-      await condition(() => isGone(x, vmm.id) || x.haltDeadline !== deadline || presses.refused, killAt - Date.now())
+      await execution.waitFor(() => execution.isGone(vmm.id) || execution.halts.deadline !== deadline || presses.refused, killAt - Date.now())
       if (presses.refused) break
     }
   } finally {
     presses.stop()
   }
-  x.phase = 'killing'
-  await destroyOnHost(x, x.vmm(vmm.id) ?? vmm)
+  execution.enterPhase('killing', `VMM ${vmm.id} on ${vmm.hostId}`)
+  await destroyOnHost(execution, execution.vmm(vmm.id) ?? vmm)
 }
 
 /** The power-button calls of one stop: one in flight at a time, for the latest deadline. */
@@ -127,7 +132,7 @@ class PowerButton {
   refused = false
   private scope: CancellationScope | null = null
 
-  constructor (private readonly x: InstanceExecution, private readonly vmm: VmmRecord) {}
+  constructor (private readonly execution: InstanceExecution, private readonly vmm: VmmRecord) {}
 
   sendDeadline (deadline: number): void {
     if (this.sent === deadline) return
@@ -137,7 +142,7 @@ class PowerButton {
     this.scope = scope
     scope.run(async () => {
       const answer = await agents.pressPowerButton({ hostId: this.vmm.hostId, vmmId: this.vmm.id, deadline: new Date(deadline).toISOString() })
-      await this.x.observe(answer)
+      this.execution.observe(answer)
     }).catch((err: unknown) => {
       if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) this.refused = true
     })

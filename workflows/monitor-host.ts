@@ -15,17 +15,20 @@
  * task timed out, the retry replayed again, and four monitors kept a worker saturated (found by
  * the performance benchmark, 800 running instances).
  */
-import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow'
+import { condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
-import { agents, records, settings } from './activities.js'
-import { PATCHES, declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
+import { agents, reads, records } from './activities.js'
+import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
+
+const HISTORY_LIMIT = 200
 
 export async function monitorHost (input: MonitorHostInput): Promise<void> {
-  const historyLimit = patched(PATCHES.shortHostHistory) ? 200 : 2000
-  const { hostUnreachableAfterMs } = await settings.operationSettings()
+  const { hostUnreachableAfterMs } = await reads.operationSettings()
   let latest = input.lastAnnouncement
   let heardAt = 0
-  let operatorAction: 'lost' | 'readmit' | null = null
+  // An operator's action that arrived while the previous run was continuing as new is carried
+  // over, not dropped.
+  let operatorAction: 'lost' | 'readmit' | null = input.operatorAction ?? null
   setHandler(hostHeartbeatSignal, (announcement) => {
     latest = announcement
     heardAt = Date.now()
@@ -34,11 +37,11 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
   setHandler(readmitHostSignal, () => { operatorAction = 'readmit' })
 
   let reachable = true
-  while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < historyLimit) {
+  while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < HISTORY_LIMIT) {
     const heard = heardAt
     const wake = (): boolean => heardAt !== heard || operatorAction !== null
     // A reachable host has until the threshold to be heard; an unreachable one, forever.
-    const woken = reachable ? await condition(wake, hostUnreachableAfterMs) : await condition(wake).then(() => true)
+    const woken = operatorAction !== null || (reachable ? await condition(wake, hostUnreachableAfterMs) : await condition(wake).then(() => true))
     const action: 'lost' | 'readmit' | null = operatorAction
     operatorAction = null
     if (action === 'lost') await agents.declareHostLost(input.hostId, null)
@@ -53,5 +56,5 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
     reachable = true
     if (await records.recordHostHeartbeat(announcement) === 'lost') await agents.fenceLostVmms(input.hostId)
   }
-  await continueAsNew<typeof monitorHost>({ hostId: input.hostId, lastAnnouncement: latest })
+  await continueAsNew<typeof monitorHost>({ hostId: input.hostId, lastAnnouncement: latest, operatorAction })
 }

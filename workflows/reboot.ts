@@ -1,44 +1,63 @@
 /**
  * Reboot: `vm.reboot` inside the same VMM process. If the VM is not running again within the
- * boot timeout, or the VMM dies on the way, the VMM is killed and the instance starts on a fresh
- * VMM (with fencing and placement, like any start).
+ * boot timeout (and its agent, asked at the deadline, does not say it is), or the VMM dies on
+ * the way, the VMM is killed and the instance starts on a fresh VMM (with placement and
+ * fencing, like any start).
  */
 import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow'
+import { decisionKeys } from '../domain/decisions.js'
+import type { RebootRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
-import type { RebootRequest } from './definitions.js'
-import type { InstanceExecution, OperationBody } from './execution.js'
+import type { InstanceExecution } from './execution.js'
 import { bootNewVmm } from './start.js'
-import { destroyOnHost, isGone, isRunning } from './vmm-actions.js'
+import { destroyOnHost } from './vmm-actions.js'
 
-export const reboot: OperationBody<RebootRequest> = async (x, request) => {
-  const vmm = x.activeVmm()
-  if (vmm === null || vmm.state !== 'running' || x.instance.state !== 'running') {
-    const message = `cannot reboot an instance that is ${x.instance.state}`
-    await x.change({ kind: 'operation-finished', message, operation: { request, status: 'failed', error: { code: 'Conflict', message } } })
+export async function reboot (execution: InstanceExecution, request: RebootRequest): Promise<void> {
+  const vmm = execution.activeVmm()
+  if (vmm === null || vmm.state !== 'running' || execution.instance.state !== 'running') {
+    const message = `cannot reboot an instance that is ${execution.instance.state}`
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message,
+      operation: { request, status: 'failed', error: { code: 'Conflict', message } }
+    })
     return
   }
-  await x.change({
+  await execution.change({
+    decision: decisionKeys.started(request.operationId),
     kind: 'operation-started',
     message: 'reboot requested',
     vmmId: vmm.id,
     set: { state: 'rebooting' },
     operation: { request, status: 'running' }
   })
-  x.phase = 'rebooting'
-  const rebooted = await rebootInPlace(x, vmm.id, vmm.hostId)
-  if (rebooted) {
-    x.phase = 'running'
-    await x.change({ kind: 'operation-finished', message: 'rebooted', vmmId: vmm.id, set: { state: 'running' }, operation: { request, status: 'succeeded' } })
+  execution.enterPhase('rebooting', `VMM ${vmm.id} on ${vmm.hostId}`)
+  if (await rebootInPlace(execution, vmm.id, vmm.hostId)) {
+    execution.enterPhase('running')
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message: 'rebooted',
+      vmmId: vmm.id,
+      set: { state: 'running' },
+      operation: { request, status: 'succeeded' }
+    })
     return
   }
-  x.phase = 'replacing'
-  await x.change({ kind: 'state-changed', message: 'VM did not come back from reboot; replacing its VMM', vmmId: vmm.id })
-  await destroyOnHost(x, x.vmm(vmm.id) ?? vmm)
-  await bootNewVmm(x, request)
+  execution.enterPhase('replacing', `VMM ${vmm.id}`)
+  await execution.change({
+    decision: decisionKeys.replacing(request.operationId),
+    kind: 'state-changed',
+    message: 'VM did not come back from reboot; replacing its VMM',
+    vmmId: vmm.id
+  })
+  await destroyOnHost(execution, execution.vmm(vmm.id) ?? vmm)
+  await bootNewVmm(execution, request)
 }
 
 /** True once the VM is running again after `vm.reboot`, false if it is not within the boot timeout. */
-async function rebootInPlace (x: InstanceExecution, vmmId: string, hostId: string): Promise<boolean> {
+async function rebootInPlace (execution: InstanceExecution, vmmId: string, hostId: string): Promise<boolean> {
   let answer
   try {
     answer = await agents.rebootVmm({ hostId, vmmId })
@@ -47,11 +66,12 @@ async function rebootInPlace (x: InstanceExecution, vmmId: string, hostId: strin
     if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return false
     throw err
   }
-  await x.observe(answer)
+  execution.observe(answer)
   if (answer.state === 'running') return true
-  const back = await x.conditionWithReports(
-    () => isGone(x, vmmId) || (isRunning(x, vmmId) && (x.vmm(vmmId)?.generation ?? 0) > answer.generation),
-    x.settings.bootTimeoutMs
-  )
-  return back && isRunning(x, vmmId)
+  const back = (): boolean => execution.isRunning(vmmId) && (execution.vmm(vmmId)?.generation ?? 0) > answer.generation
+  if (await execution.waitFor(() => execution.isGone(vmmId) || back(), execution.settings.bootTimeoutMs)) return back()
+  // No report by the deadline is not a report that the VM did not come back (I2): its agent is
+  // asked before the VMM is killed, as a start's boot deadline does.
+  execution.observe(await agents.describeVmm({ hostId, vmmId }))
+  return back()
 }

@@ -1,31 +1,38 @@
 /**
- * Start: fence, place, create on the host, wait for `running`.
+ * Start: place, fence, create on the host, wait for `running`.
  *
- * 1. Fence (I6): every earlier VMM of the instance that is not confirmed gone is destroyed
- *    first, so an instance never has two live VMMs.
- * 2. Place: the new VMM's ID (chosen deterministically before the fence, so a replay or a
- *    retried task picks the same one) is recorded with its host and reservation before
- *    anything happens on the host (I3).
+ * 1. Place: the new VMM's ID (named by the operation, activities/vmm-records.ts), its host and
+ *    its reservation are recorded, and it becomes the instance's active VMM, before anything
+ *    happens on a host (I3). A retry, a replay or a reset finds the VMM the operation placed.
+ * 2. Fence (I6): every other VMM of the instance that is not confirmed gone is destroyed before
+ *    the new one is created, so an instance never has two live VMMs.
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
  *    agent answers.
- * 4. Wait for the VMM to report `running`, at most the boot timeout from placement; at the
- *    deadline, ask its agent before giving up. A VMM that never gets there is killed and the
- *    instance is left `stopped` with the reason; the operation fails, and a new start may
- *    proceed at once.
+ * 4. Wait for the VMM to report `running`, at most the boot timeout; at the deadline, ask its
+ *    agent before giving up (no report is not a report of failure, I2). A VMM that never gets
+ *    there is killed and the instance is left `stopped` with the reason; the operation fails,
+ *    and a new start may proceed at once.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, patched, uuid4 } from '@temporalio/workflow'
-import { PATCHES, type CreateRequest, type RebootRequest, type StartRequest } from './definitions.js'
+import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { decisionKeys } from '../domain/decisions.js'
+import type { BootRequest, StartRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
-import type { InstanceExecution, OperationBody } from './execution.js'
-import { destroyOnHost, isGone, isRunning } from './vmm-actions.js'
+import type { ChangeInput, InstanceExecution } from './execution.js'
+import { destroyOnHost } from './vmm-actions.js'
 
-export const start: OperationBody<StartRequest> = async (x, request) => {
-  const active = x.activeVmm()
-  if (x.instance.state === 'running' && active?.state === 'running') {
-    await x.change({ kind: 'operation-finished', message: 'start: instance is already running', operation: { request, status: 'succeeded' } })
+export async function start (execution: InstanceExecution, request: StartRequest): Promise<void> {
+  const active = execution.activeVmm()
+  if (execution.instance.state === 'running' && active?.state === 'running') {
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message: 'start: instance is already running',
+      operation: { request, status: 'succeeded' }
+    })
     return
   }
-  await x.change({
+  await bootNewVmm(execution, request, {
+    decision: decisionKeys.started(request.operationId),
     kind: 'operation-started',
     message: request.automaticAttempt === undefined
       ? 'start requested'
@@ -33,82 +40,78 @@ export const start: OperationBody<StartRequest> = async (x, request) => {
     set: { state: 'starting', intendedState: 'running', restartAt: null },
     operation: { request, status: 'running' }
   })
-  await bootNewVmm(x, request)
 }
 
-interface StartFailure {
+interface BootFailure {
   code: string
   message: string
 }
 
-/** Steps 1–4 above, recording the operation's outcome; used by start, create and reboot. */
-export async function bootNewVmm (x: InstanceExecution, request: StartRequest | CreateRequest | RebootRequest): Promise<void> {
-  // The new VMM's ID is chosen before the fence: a worker that died right after the placement
-  // committed leaves the placed VMM live in PostgreSQL, and the retried task, which picks the
-  // same ID, must not fence it as an older one (found by the fault matrix). Executions that
-  // began without this patch chose the ID after the fence and replay that way.
-  const chosenFirst = patched(PATCHES.vmmIdBeforeFence) ? uuid4() : null
-  x.phase = 'fencing'
-  for (const older of x.liveVmms()) if (older.id !== chosenFirst) await destroyOnHost(x, older)
-
-  x.phase = 'placing'
-  const vmmId = chosenFirst ?? uuid4()
-  const placement = await x.place(vmmId, { kind: 'vmm-placed', message: `placed VMM ${vmmId}` })
+/**
+ * Steps 1–4 above, recording the operation's outcome; used by start, create and reboot.
+ * `began`, the operation's start, is recorded with the placement.
+ */
+export async function bootNewVmm (execution: InstanceExecution, request: BootRequest, began?: ChangeInput): Promise<void> {
+  execution.enterPhase('placing')
+  const placement = await execution.placeVmm(request, began)
   if ('reason' in placement) {
-    await failStart(x, request, { code: 'NoCapacity', message: placement.reason })
+    await failBoot(execution, request, { code: placement.code, message: placement.reason })
     return
   }
+  execution.enterPhase('fencing')
+  for (const older of execution.liveVmms()) if (older.id !== placement.vmmId) await destroyOnHost(execution, older)
 
-  x.phase = 'booting'
-  const failure = await bootOnHost(x, placement.hostId, vmmId)
+  execution.enterPhase('booting', `VMM ${placement.vmmId} on ${placement.hostId}`)
+  const failure = await bootOnHost(execution, placement.hostId, placement.vmmId)
   if (failure !== null) {
-    await failStart(x, request, failure)
+    await failBoot(execution, request, failure)
     return
   }
-  x.phase = 'running'
-  await x.change({
+  execution.enterPhase('running')
+  await execution.change({
+    decision: decisionKeys.finished(request.operationId),
     kind: 'operation-finished',
     message: `running on ${placement.hostId}`,
-    vmmId,
+    vmmId: placement.vmmId,
     set: { state: 'running', lastError: null, restartAt: null },
     operation: { request, status: 'succeeded' }
   })
 }
 
-async function bootOnHost (x: InstanceExecution, hostId: string, vmmId: string): Promise<StartFailure | null> {
-  const bootDeadline = Date.now() + x.settings.bootTimeoutMs
-  let refused: StartFailure | null = null
+async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: string): Promise<BootFailure | null> {
+  let refused: BootFailure | null = null
   const ensure = CancellationScope.cancellable(async () => {
-    const { id: instanceId, name: instanceName, vcpus, memoryMiB, boot } = x.instance
-    await x.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: { vcpus, memoryMiB, boot } }))
+    const { id: instanceId, name: instanceName, vcpus, memoryMiB, boot } = execution.instance
+    execution.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: { vcpus, memoryMiB, boot } }))
   })
   ensure.catch((err: unknown) => {
     refused = { code: 'HostRefused', message: describeFailure(err) }
   })
-  const settled = await x.conditionWithReports(
-    () => isRunning(x, vmmId) || isGone(x, vmmId) || refused !== null,
-    Math.max(0, bootDeadline - Date.now())
+  const settled = await execution.waitFor(
+    () => execution.isRunning(vmmId) || execution.isGone(vmmId) || refused !== null,
+    execution.settings.bootTimeoutMs
   )
-  if (isRunning(x, vmmId)) return null
+  if (execution.isRunning(vmmId)) return null
   // No report by the deadline is not a report that the VM failed to boot (I2): a stalled
-  // Temporal server can hold a running VM's report past it (found by the 4,000-instance
-  // campaign). The agent is asked first, and the VM killed only if it still does not run.
-  if (!settled && refused === null && patched(PATCHES.askBeforeBootTimeout)) {
-    await x.observe(await agents.describeVmm({ hostId, vmmId }))
-    if (isRunning(x, vmmId)) return null
+  // Temporal server can hold a running VM's report past it. The agent is asked first, and the VM
+  // killed only if it still does not run.
+  if (!settled && refused === null) {
+    execution.observe(await agents.describeVmm({ hostId, vmmId }))
+    if (execution.isRunning(vmmId)) return null
   }
 
-  const vmm = x.vmm(vmmId)
-  const why: StartFailure = refused ?? (settled && vmm !== null
+  const vmm = execution.vmm(vmmId)
+  const why: BootFailure = refused ?? (execution.isGone(vmmId) && vmm !== null
     ? { code: vmm.state === 'lost' ? 'HostLost' : 'BootFailed', message: vmm.reason ?? 'the VMM ended before it was running' }
-    : { code: 'BootTimeout', message: `the VM did not reach running within ${x.settings.bootTimeoutMs / 1000} s; VMM killed` })
-  if (vmm !== null) await destroyOnHost(x, vmm)
+    : { code: 'BootTimeout', message: `the VM did not reach running within ${execution.settings.bootTimeoutMs / 1000} s; VMM killed` })
+  if (vmm !== null) await destroyOnHost(execution, vmm)
   return why
 }
 
-async function failStart (x: InstanceExecution, request: StartRequest | CreateRequest | RebootRequest, failure: StartFailure): Promise<void> {
-  x.phase = 'failed'
-  await x.change({
+async function failBoot (execution: InstanceExecution, request: BootRequest, failure: BootFailure): Promise<void> {
+  execution.enterPhase('failed', failure.code)
+  await execution.change({
+    decision: decisionKeys.finished(request.operationId),
     kind: 'operation-finished',
     message: `${request.kind} failed: ${failure.message}`,
     set: { state: 'stopped', lastError: failure },
@@ -116,7 +119,7 @@ async function failStart (x: InstanceExecution, request: StartRequest | CreateRe
   })
 }
 
-function describeFailure (err: unknown): string {
+export function describeFailure (err: unknown): string {
   if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return err.cause.message
   return err instanceof Error ? err.message : String(err)
 }

@@ -1,19 +1,10 @@
 /**
  * What operations do to one VMM through its host's agent, shared by start, reboot and halt.
  */
-import { CancellationScope, condition } from '@temporalio/workflow'
-import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { CancellationScope } from '@temporalio/workflow'
+import { concludedReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
-
-export function isGone (x: InstanceExecution, vmmId: string): boolean {
-  const vmm = x.vmm(vmmId)
-  return vmm !== null && isTerminalVmmState(vmm.state)
-}
-
-export function isRunning (x: InstanceExecution, vmmId: string): boolean {
-  return x.vmm(vmmId)?.state === 'running'
-}
 
 /**
  * Kills the VMM if it lives, waits for its process to exit and cleans up after it: the kill
@@ -22,8 +13,8 @@ export function isRunning (x: InstanceExecution, vmmId: string): boolean {
  * its host declared lost by an operator. An agent that affirms it has no such VMM is a positive
  * signal that it is gone.
  */
-export async function destroyOnHost (x: InstanceExecution, vmm: VmmRecord): Promise<void> {
-  if (isGone(x, vmm.id)) return
+export async function destroyOnHost (execution: InstanceExecution, vmm: VmmRecord): Promise<void> {
+  if (execution.isGone(vmm.id)) return
   let answer: { report: VmmReport | null } | null = null
   let failure: unknown = null
   const call = new CancellationScope()
@@ -31,9 +22,13 @@ export async function destroyOnHost (x: InstanceExecution, vmm: VmmRecord): Prom
     (report) => { answer = { report } },
     (err: unknown) => { failure = err }
   )
-  await condition(() => answer !== null || failure !== null || isGone(x, vmm.id))
+  await execution.waitFor(() => answer !== null || failure !== null || execution.isGone(vmm.id))
   call.cancel()
   const settled = answer as { report: VmmReport | null } | null
-  if (settled !== null) await x.observe(settled.report ?? concludedReport(x.vmm(vmm.id) ?? vmm, 'destroyed', 'the host agent has no record of this VMM', new Date().toISOString()))
-  else if (!isGone(x, vmm.id)) throw failure
+  if (settled !== null) {
+    const known = execution.vmm(vmm.id) ?? vmm
+    execution.observe(settled.report ?? concludedReport(known, 'destroyed', 'the host agent has no record of this VMM', new Date().toISOString()))
+  } else if (!execution.isGone(vmm.id)) {
+    throw failure
+  }
 }

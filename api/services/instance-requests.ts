@@ -22,18 +22,15 @@ import { crashPoint } from '../../faults/crash-points.js'
 import { insertOperation } from '../../db/operations.js'
 import { inTransaction, type Pool } from '../../db/pool.js'
 import { verdictFor } from '../../domain/instance-rules.js'
+import type { InstanceState } from '../../domain/instance.js'
 import type { OperationKind } from '../../domain/operation.js'
 import {
   WORKFLOW_TYPES,
   haltRequestedSignal,
   operationStart,
-  operationRequestedSignal,
-  type HaltRequest,
-  type NewInstance,
-  type OperationRequest,
-  type RebootRequest,
-  type StartRequest
+  operationRequestedSignal
 } from '../../workflows/definitions.js'
+import type { HaltRequest, NewInstance, OperationRequest, RebootRequest, StartRequest } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
 
@@ -77,8 +74,8 @@ function unavailable (err: unknown): never {
 export function createInstanceRequests (deps: Dependencies) {
   const { db, temporal, repository } = deps
 
-  function startOptions (request: OperationRequest, name: string) {
-    return operationStart(request, name, deps.taskQueue)
+  function startOptions (request: OperationRequest, instance: { name: string, state: InstanceState }) {
+    return operationStart(request, instance, deps.taskQueue)
   }
 
   async function accepted (request: OperationRequest): Promise<Accepted> {
@@ -116,7 +113,7 @@ export function createInstanceRequests (deps: Dependencies) {
    * next; if an operation is in flight, the answer is 409 naming it.
    */
   async function startOperation (request: StartRequest | RebootRequest, instance: InstanceView): Promise<Accepted> {
-    const options = startOptions(request, instance.name)
+    const options = startOptions(request, instance)
     let runId: string
     try {
       runId = (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
@@ -136,7 +133,7 @@ export function createInstanceRequests (deps: Dependencies) {
 
   async function halt (request: HaltRequest, instance: InstanceView): Promise<Accepted> {
     const handle = await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], {
-      ...startOptions(request, instance.name),
+      ...startOptions(request, instance),
       signal: haltRequestedSignal,
       signalArgs: [request]
     }).catch(unavailable)
@@ -166,7 +163,7 @@ export function createInstanceRequests (deps: Dependencies) {
         if (!await insertInstance(tx, request.instanceId, instance)) {
           throw new ApiProblem(409, 'Conflict', `an instance named ${input.name} already exists`)
         }
-        const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, input.name), workflowIdConflictPolicy: 'FAIL' })
+        const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, { name: input.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' })
         crashPoint('create.after-workflow-start')
         await insertOperation(tx, request, handle.firstExecutionRunId)
       }).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))

@@ -17,8 +17,8 @@ import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { runningInstanceAtRest, waitForState } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
-/** Long enough for the delete's signal to reach Temporal; shorter than a workflow task's timeout (3 s). */
-const FROZEN_MS = 500
+/** Longer than a workflow task's timeout (3 s): the frozen task times out and runs again, with the delete. */
+const FROZEN_MS = 5_000
 
 describe('a delete that arrives while the stop that preceded it ends', { timeout: 5 * 60_000 }, () => {
   let stack: TestStack

@@ -1,0 +1,60 @@
+/**
+ * Operation requests: what the API (or the reconciler, or an automatic restart) asks of an
+ * instance, as the instance's workflow receives it. Each carries the operation's ID, chosen by
+ * whoever accepted the request; every effect of the operation is keyed by it (domain/decisions.ts).
+ */
+import type { InstanceShape, IntendedState, RestartPolicy } from './instance.js'
+
+export interface OperationRequestBase {
+  operationId: string
+  instanceId: string
+  requestedAt: string
+}
+
+/** Everything the instance's row is made of, so the workflow can ensure the row exists. */
+export interface NewInstance extends InstanceShape {
+  name: string
+  stopGraceSeconds: number
+  restartPolicy: RestartPolicy
+  intendedState: IntendedState
+}
+
+export interface CreateRequest extends OperationRequestBase {
+  kind: 'create'
+  instance: NewInstance
+  /** Start the instance once it is created. */
+  start: boolean
+}
+
+export interface StartRequest extends OperationRequestBase {
+  kind: 'start'
+  /** Set when the instance restarts by itself (restart policy `on-failure`): which attempt. */
+  automaticAttempt?: number
+}
+
+export interface RebootRequest extends OperationRequestBase {
+  kind: 'reboot'
+}
+
+export interface StopRequest extends OperationRequestBase {
+  kind: 'stop'
+  /** Seconds from `requestedAt` the guest gets to power off before its VMM is killed. */
+  graceSeconds: number
+  /** Set when an operator forced the stop (`forceStop`): why, in their words. */
+  forcedBy?: string
+}
+
+export interface DeleteRequest extends OperationRequestBase {
+  kind: 'delete'
+  graceSeconds: number
+}
+
+export type OperationRequest = CreateRequest | StartRequest | RebootRequest | StopRequest | DeleteRequest
+export type HaltRequest = StopRequest | DeleteRequest
+/** The requests that boot a VMM. */
+export type BootRequest = CreateRequest | StartRequest | RebootRequest
+
+/** When a halt's grace period ends, in ms since the epoch. */
+export function haltDeadlineOf (request: HaltRequest): number {
+  return Date.parse(request.requestedAt) + request.graceSeconds * 1000
+}

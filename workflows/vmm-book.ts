@@ -1,0 +1,69 @@
+/**
+ * What an instance's execution knows of its VMMs, and the reports it has not recorded yet.
+ *
+ * A report (a host agent's signal, or an agent's answer to a call) is taken in at once, in
+ * memory, by the same rule PostgreSQL applies (`withReport`): operations decide on it in the
+ * same workflow task. It is recorded with the execution's next write, in the same transaction
+ * (activities/instance-records.ts), or on its own when nothing else is to be written; the
+ * execution ends only once every report it received is recorded (I5).
+ *
+ * A report that changes neither the VMM's state nor its responsiveness (a VMM known to be starting
+ * says it is starting, with a new reason) is "insignificant": an operation waiting for something
+ * else lets it wait for the next write instead of writing it alone.
+ */
+import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+
+export class VmmBook {
+  private readonly records = new Map<string, VmmRecord>()
+  private unrecorded: VmmReport[] = []
+  private significant = false
+
+  /** Takes in a report: in memory now, to be recorded with the next write. */
+  take (report: VmmReport): void {
+    this.unrecorded.push(report)
+    const known = this.records.get(report.vmmId)
+    const next = known === undefined ? null : withReport(known, report)
+    if (known === undefined || next === null) return
+    this.records.set(next.id, next)
+    if (next.state !== known.state || next.unresponsiveSince !== known.unresponsiveSince) this.significant = true
+  }
+
+  /** Takes in a record read from PostgreSQL, unless memory already holds a newer one. */
+  remember (vmm: VmmRecord): void {
+    const known = this.records.get(vmm.id)
+    if (known === undefined || vmm.generation >= known.generation) this.records.set(vmm.id, vmm)
+  }
+
+  get (vmmId: string): VmmRecord | null {
+    return this.records.get(vmmId) ?? null
+  }
+
+  /** The instance's VMMs that are not confirmed gone. */
+  live (instanceId: string): VmmRecord[] {
+    return [...this.records.values()].filter((v) => v.instanceId === instanceId && !isTerminalVmmState(v.state))
+  }
+
+  isGone (vmmId: string): boolean {
+    const vmm = this.get(vmmId)
+    return vmm !== null && isTerminalVmmState(vmm.state)
+  }
+
+  isRunning (vmmId: string): boolean {
+    return this.get(vmmId)?.state === 'running'
+  }
+
+  hasUnrecorded (): boolean {
+    return this.unrecorded.length > 0
+  }
+
+  /** Whether a report not yet recorded changed what people would see. */
+  hasSignificantUnrecorded (): boolean {
+    return this.significant
+  }
+
+  /** The reports not yet recorded, handed to the write that records them. */
+  takeUnrecorded (): VmmReport[] {
+    this.significant = false
+    return this.unrecorded.splice(0)
+  }
+}
