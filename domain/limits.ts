@@ -10,7 +10,9 @@ export const LIMITS = {
   stopGraceSeconds: { min: 0, max: 3600 },
   nameMaxLength: 63,
   cmdlineMaxLength: 4096,
-  imageNameMaxLength: 255
+  imageNameMaxLength: 255,
+  /** How long `?wait=` may hold a mutating request's answer, in seconds. */
+  waitSeconds: { min: 0, max: 300 }
 } as const
 
 export const DEFAULT_STOP_GRACE_SECONDS = 30

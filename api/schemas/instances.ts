@@ -30,7 +30,7 @@ export const stopInstanceBody = z.strictObject({
 
 /** `?wait=<seconds>` on a mutating request (api/services/operation-waiter.ts). */
 export const waitQuery = z.strictObject({
-  wait: z.coerce.number().int().min(0).max(300).optional()
+  wait: z.coerce.number().int().min(LIMITS.waitSeconds.min).max(LIMITS.waitSeconds.max).optional()
     .describe('hold the answer up to this many seconds until the operation ends: 200 with its outcome, or 202 if it is still running')
 })
 

@@ -65,6 +65,23 @@ describe('API conveniences', () => {
     assert.equal(again.body.instance.id, first.body.instance.id)
   })
 
+  it('the same Idempotency-Key sent again while its first request is in progress is refused with 409 and Retry-After', async () => {
+    const headers = { 'idempotency-key': 'conveniences-concurrent-1' }
+    // The guest takes 3 s to boot, so the first request is held that long by ?wait=.
+    const body = newInstance('keyed-twice', 'sim.boot_ms=3000')
+    const first = api(stack).post<Accepted>('/v1/instances?wait=25', body, headers)
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    const concurrent = await api(stack).post('/v1/instances', body, headers)
+    assert.equal(concurrent.status, 409, JSON.stringify(concurrent.body))
+    assert.match(concurrent.body.detail, /Idempotency-Key conveniences-concurrent-1 is still in progress/)
+    assert.equal(concurrent.headers.get('retry-after'), '1')
+    const answered = await first
+    assert.equal(answered.status, 200, JSON.stringify(answered.body))
+    const replayed = await api(stack).post<Accepted>('/v1/instances', body, headers)
+    assert.equal(replayed.headers.get('idempotency-replayed'), 'true')
+    assert.equal(replayed.body.instance.id, answered.body.instance.id)
+  })
+
   it('a viewer token reads, and is refused with 403 when it tries to change anything', async () => {
     const list = await viewer().get<{ items: InstanceBody[] }>('/v1/instances')
     assert.equal(list.status, 200)
