@@ -178,7 +178,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       if (kind === null) return null
       const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
       const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
-      await interruptOperations(pool, 'instance_id', instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
+      await closeAbandonedOperationsOf(pool, instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
       const options = operationStart(request, instance, activityInfo().taskQueue)
       let runId: string
       try {
@@ -202,18 +202,17 @@ export function createReconciler (deps: ReconcilerDependencies) {
      */
     async closeAbandonedOperations (): Promise<string[]> {
       const { rows } = await pool.query(
-        `SELECT id, kind, instance_id, workflow_id FROM operations
+        `SELECT ${OPERATION_IN_FLIGHT} FROM operations
           WHERE finished_at IS NULL AND started_at < now() - $1 * interval '1 millisecond'
           ORDER BY started_at LIMIT 500`,
         [deps.orphanGraceMs]
       )
       const closed: string[] = []
-      for (const op of rows) {
+      for (const op of rows as OperationInFlight[]) {
         heartbeat()
-        if (await workflowRunning(op.workflow_id)) continue
+        if (!await closeIfAbandoned(pool, op, 'no workflow was running this operation any more (found by the reconciler)')) continue
         const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
         log.warn(action, { instanceId: op.instance_id })
-        await interruptOperations(pool, 'id', op.id, 'no workflow was running this operation any more (found by the reconciler)')
         closed.push(action)
       }
       return closed
@@ -241,22 +240,46 @@ export function createReconciler (deps: ReconcilerDependencies) {
   }
 }
 
-/** Whether an execution runs under this workflow ID now. */
-async function workflowRunning (workflowId: string): Promise<boolean> {
+/** Whether an execution runs under this workflow ID now (or, given a run ID, whether that run does). */
+async function workflowRunning (workflowId: string, runId?: string): Promise<boolean> {
   try {
-    return (await getClient().workflow.getHandle(workflowId).describe()).status.name === 'RUNNING'
+    return (await getClient().workflow.getHandle(workflowId, runId).describe()).status.name === 'RUNNING'
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return false
     throw err
   }
 }
 
-/** Ends in-flight operations (one, or all of an instance's) as interrupted, saying why. */
-async function interruptOperations (pool: Pool, by: 'id' | 'instance_id', id: string, why: string): Promise<void> {
-  await pool.query(
-    `UPDATE operations SET status = 'failed', finished_at = now(), error = $2 WHERE ${by} = $1 AND finished_at IS NULL`,
-    [id, JSON.stringify({ code: 'Interrupted', message: why })]
+interface OperationInFlight {
+  id: string
+  kind: string
+  instance_id: string
+  workflow_id: string
+  run_id: string | null
+}
+const OPERATION_IN_FLIGHT = 'id, kind, instance_id, workflow_id, run_id'
+
+/**
+ * Ends an operation in flight as interrupted, saying why, but only if it is abandoned: the run
+ * that accepted it (or last recorded it) has closed and no run of its workflow ID is running.
+ * The run is named, because between reading the operation and ending it the API may have
+ * accepted a new request, whose operation belongs to a new run: that one is never touched.
+ */
+async function closeIfAbandoned (pool: Pool, op: OperationInFlight, why: string): Promise<boolean> {
+  if (await workflowRunning(op.workflow_id)) return false
+  if (op.run_id !== null && await workflowRunning(op.workflow_id, op.run_id)) return false
+  const { rowCount } = await pool.query(
+    `UPDATE operations SET status = 'failed', finished_at = now(), error = $3
+      WHERE id = $1 AND run_id IS NOT DISTINCT FROM $2 AND finished_at IS NULL`,
+    [op.id, op.run_id, JSON.stringify({ code: 'Interrupted', message: why })]
   )
+  return rowCount === 1
+}
+
+/** Closes the instance's operations in flight that no run carries any more (`closeIfAbandoned`). */
+async function closeAbandonedOperationsOf (pool: Pool, instanceId: string, why: string): Promise<void> {
+  const { rows } = await pool.query(`SELECT ${OPERATION_IN_FLIGHT} FROM operations WHERE instance_id = $1 AND finished_at IS NULL`, [instanceId])
+  for (const op of rows as OperationInFlight[]) await closeIfAbandoned(pool, op, why)
 }
 
 /** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */

@@ -25,8 +25,8 @@ export interface PlacementRequest {
   operationId: string
   vcpus: number
   memoryMiB: number
-  /** The change that makes the new VMM the instance's active one (its `decision` is set here). */
-  change: Omit<InstanceChange, 'decision'>
+  /** The change that makes the new VMM the instance's active one (its event names VMM and host). */
+  change: InstanceChange
   /** A change to record first, in the same transaction (the operation's start). */
   before?: InstanceChange
 }
@@ -59,7 +59,6 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
     }
     const placed = await applyInstanceChange(tx, {
       ...request.change,
-      decision: decisionKeys.placed(request.operationId),
       vmmId,
       set: { ...request.change.set, activeVmmId: vmmId },
       details: { ...request.change.details, hostId },

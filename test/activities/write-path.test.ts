@@ -1,0 +1,129 @@
+/**
+ * The write path's PostgreSQL side (docs/design.md §8), against a real PostgreSQL: a change is
+ * recorded once per decision, never refused for a stale view, and placement is one transaction.
+ */
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { after, before, describe, it } from 'node:test'
+import { insertInstance } from '../../db/instances.js'
+import { recordInstanceChange, type InstanceChange } from '../../activities/instance-records.js'
+import { placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
+import { decisionKeys } from '../../domain/decisions.js'
+import type { VmmReport } from '../../domain/vmm.js'
+import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
+
+describe('the write path in PostgreSQL', () => {
+  let db: TestDatabase
+  before(async () => {
+    db = await startDatabase()
+    await insertHost(db.pool, 'host-a')
+  })
+  after(async () => { await db?.stop() })
+
+  async function newInstance (): Promise<string> {
+    const id = randomUUID()
+    const name = `i-${id.slice(0, 8)}`
+    await insertInstance(db.pool, id, { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 30, restartPolicy: 'never', intendedState: 'running' })
+    return id
+  }
+
+  function stateChange (instanceId: string, decision: string, state: 'starting' | 'running' | 'stopped'): InstanceChange {
+    return { instanceId, decision, kind: 'state-changed', message: `to ${state}`, set: { state } }
+  }
+
+  async function events (instanceId: string): Promise<string[]> {
+    const { rows } = await db.pool.query('SELECT message FROM instance_events WHERE instance_id = $1 ORDER BY seq', [instanceId])
+    return rows.map((row) => row.message)
+  }
+
+  function operation (id: string, status: 'running' | 'succeeded' | 'failed') {
+    return { id, kind: 'start' as const, status, workflowId: 'instance-x', runId: 'run-1' }
+  }
+
+  it('records a decision once: made again, it changes nothing and says it was made before', async () => {
+    const id = await newInstance()
+    const first = await recordInstanceChange(db.pool, stateChange(id, 'test/a', 'starting'))
+    assert.equal(first.madeBefore, false)
+    await recordInstanceChange(db.pool, stateChange(id, 'test/b', 'running'))
+    const again = await recordInstanceChange(db.pool, stateChange(id, 'test/a', 'starting'))
+    assert.equal(again.madeBefore, true)
+    assert.equal(again.snapshot.instance.state, 'running', 'the record as it is, not the repeated decision')
+    assert.deepEqual(await events(id), ['to starting', 'to running'])
+  })
+
+  it('applies a new decision to the record as it is, whatever the execution last saw of it', async () => {
+    const id = await newInstance()
+    await recordInstanceChange(db.pool, stateChange(id, 'test/seen', 'starting'))
+    // A reset's earlier run moved the record on; the execution does not know.
+    await recordInstanceChange(db.pool, stateChange(id, 'test/unseen', 'running'))
+    const result = await recordInstanceChange(db.pool, stateChange(id, 'test/next', 'stopped'))
+    assert.equal(result.madeBefore, false)
+    assert.equal(result.snapshot.instance.state, 'stopped')
+    assert.equal(result.snapshot.instance.generation, 4)
+  })
+
+  it('keeps an operation\'s outcome once recorded', async () => {
+    const id = await newInstance()
+    const opId = randomUUID()
+    await recordInstanceChange(db.pool, { ...stateChange(id, decisionKeys.finished(opId), 'running'), operation: operation(opId, 'succeeded') })
+    await recordInstanceChange(db.pool, { ...stateChange(id, 'test/other', 'stopped'), operation: operation(opId, 'failed') })
+    const { rows } = await db.pool.query('SELECT status FROM operations WHERE id = $1', [opId])
+    assert.equal(rows[0].status, 'succeeded')
+  })
+
+  it('leaves a destroyed instance destroyed, recording the late change\'s event only', async () => {
+    const id = await newInstance()
+    await recordInstanceChange(db.pool, { instanceId: id, decision: 'test/destroy', kind: 'state-changed', message: 'destroyed', set: { state: 'destroyed', intendedState: 'destroyed', destroyed: true } })
+    const late = await recordInstanceChange(db.pool, stateChange(id, 'test/late', 'running'))
+    assert.equal(late.snapshot.instance.state, 'destroyed')
+    assert.deepEqual(await events(id), ['destroyed', 'to running'])
+  })
+
+  it('places one VMM per operation: a retried placement finds it, holding one reservation', async () => {
+    const id = await newInstance()
+    const opId = randomUUID()
+    const request = {
+      operationId: opId,
+      vcpus: 1,
+      memoryMiB: 256,
+      change: { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed' as const, message: 'placed VMM' },
+      before: { ...stateChange(id, decisionKeys.started(opId), 'starting'), operation: operation(opId, 'running') }
+    }
+    const first = await placeVmm(db.pool, request)
+    const again = await placeVmm(db.pool, request)
+    assert.ok(first.placed && again.placed)
+    assert.equal(first.vmmId, vmmIdOf(opId))
+    assert.equal(again.vmmId, first.vmmId)
+    assert.equal(again.snapshot.instance.activeVmmId, first.vmmId)
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM reservations WHERE vmm_id = $1', [first.vmmId])
+    assert.equal(rows[0].n, 1)
+    assert.deepEqual(await events(id), ['to starting', `placed VMM ${first.vmmId} on host-a`])
+  })
+
+  it('leaves no VMM and no reservation when the placement\'s instance change fails', async () => {
+    const id = await newInstance()
+    const opId = randomUUID()
+    const broken = { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed' as const, message: 'placed VMM', set: { state: 'no-such-state' as 'running' } }
+    await assert.rejects(placeVmm(db.pool, { operationId: opId, vcpus: 1, memoryMiB: 256, change: broken }), /instances_state_check/)
+    const { rows } = await db.pool.query('SELECT (SELECT count(*) FROM vmms WHERE instance_id = $1)::int AS vmms, (SELECT count(*) FROM reservations WHERE vmm_id = $2)::int AS reservations', [id, vmmIdOf(opId)])
+    assert.deepEqual(rows[0], { vmms: 0, reservations: 0 })
+  })
+
+  it('records the reports a change carries in its transaction, ignoring stale ones', async () => {
+    const id = await newInstance()
+    const opId = randomUUID()
+    const placed = await placeVmm(db.pool, {
+      operationId: opId,
+      vcpus: 1,
+      memoryMiB: 256,
+      change: { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed', message: 'placed VMM' }
+    })
+    assert.ok(placed.placed)
+    const report = (state: 'starting' | 'running', generation: number): VmmReport => ({
+      vmmId: placed.vmmId, instanceId: id, hostId: 'host-a', state, generation, observedAt: new Date().toISOString(), reason: state, exit: null, unresponsiveSince: null
+    })
+    const result = await recordInstanceChange(db.pool, { ...stateChange(id, 'test/running', 'running'), observations: [report('running', 2), report('starting', 1)] })
+    assert.deepEqual(result.vmms.map((v) => [v.state, v.generation]), [['running', 2]])
+    assert.equal(result.snapshot.activeVmm?.state, 'running')
+  })
+})
