@@ -18,6 +18,7 @@ import { placeVmm, recordVmmObservations, type PlacementRequest } from './vmm-re
 /** Durations the workflows need; from the worker's configuration, recorded in history. */
 export interface OperationSettings extends RestartBackoff {
   bootTimeoutMs: number
+  placementTimeoutMs: number
   killBackstopMs: number
   hostUnreachableAfterMs: number
   /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */

@@ -113,6 +113,7 @@ export function workerConfig (env: Env = process.env) {
       DATABASE_URL: databaseUrl,
       VMPLANE_AGENT_TOKEN: token,
       VMPLANE_BOOT_TIMEOUT_SECONDS: seconds.default(60),
+      VMPLANE_PLACEMENT_TIMEOUT_SECONDS: seconds.default(300),
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
       VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
@@ -131,6 +132,8 @@ export function workerConfig (env: Env = process.env) {
     agentToken: w.VMPLANE_AGENT_TOKEN,
     /** How long a new VMM may take to report `running` before it is killed. */
     bootTimeoutMs: w.VMPLANE_BOOT_TIMEOUT_SECONDS * 1000,
+    /** How long a start waits for a host with room (`NoCapacity`) before it fails. */
+    placementTimeoutMs: w.VMPLANE_PLACEMENT_TIMEOUT_SECONDS * 1000,
     /**
      * How long after a stop's deadline the workflow kills the VMM itself. The agent kills at
      * the deadline; this is the backstop for an agent that did not.
@@ -210,6 +213,7 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
       VMPLANE_TEMPORAL_UI_PORT: port.optional(),
       VMPLANE_TEMPORAL_METRICS_PORT: port.optional(),
+      VMPLANE_TEMPORAL_DYNAMIC_CONFIG: z.enum(['tuned', 'default']).default('tuned'),
       VMPLANE_PG_PORT: port.default(5433),
       VMPLANE_API_PORT: port.default(8080),
       VMPLANE_AGENT_PORT: port.default(7301),
@@ -229,6 +233,8 @@ export function stackConfig (env: Env = process.env) {
     temporalPort: s.VMPLANE_TEMPORAL_PORT,
     temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
     temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,
+    /** `tuned`: the dev server runs with config/temporal-dynamic-config.yaml; `default`: with the server's defaults. */
+    temporalDynamicConfig: s.VMPLANE_TEMPORAL_DYNAMIC_CONFIG,
     namespace: temporal.namespace,
     taskQueue: temporal.taskQueue,
     pgPort: s.VMPLANE_PG_PORT,

@@ -1,5 +1,5 @@
 /**
- * Conditions ride beside an instance's state (DESIGN.md §3): what is known to be wrong or going
+ * Conditions ride beside an instance's state (docs/design.md §3): what is known to be wrong or going
  * on without being a state of its own. Derived when the instance is read, never stored.
  *
  * Losing contact changes no state (I2): an instance whose host cannot be reached stays `running`
@@ -10,7 +10,7 @@ import type { HostStatus } from './host.js'
 import type { InstanceError, InstanceState } from './instance.js'
 import { isTerminalVmmState, type VmmState } from './vmm.js'
 
-export const CONDITION_TYPES = ['HostUnreachable', 'VmmUnresponsive', 'StopForced', 'RestartBackoff'] as const
+export const CONDITION_TYPES = ['HostUnreachable', 'VmmUnresponsive', 'StopForced', 'RestartBackoff', 'NoCapacity'] as const
 export type ConditionType = (typeof CONDITION_TYPES)[number]
 
 export interface Condition {
@@ -51,6 +51,9 @@ export function conditionsOf (inputs: ConditionInputs): Condition[] {
   }
   if (state === 'stopped' && lastError?.code === 'StopForced') {
     conditions.push({ type: 'StopForced', since: lastError.at, message: lastError.message })
+  }
+  if (state === 'starting' && lastError?.code === 'NoCapacity') {
+    conditions.push({ type: 'NoCapacity', since: lastError.at, message: `waiting for a host with room: ${lastError.message}` })
   }
   if (state === 'failed' && restartAt !== null) {
     conditions.push({ type: 'RestartBackoff', since: restartAt, message: `restarts automatically at ${restartAt} (restart policy on-failure)` })

@@ -14,6 +14,8 @@ export const decisionKeys = {
   started: (operationId: string) => `operation/${operationId}/started`,
   /** The operation ended, whatever its outcome. */
   finished: (operationId: string) => `operation/${operationId}/finished`,
+  /** The operation found no host with room, and waits for one. */
+  waitingForCapacity: (operationId: string) => `operation/${operationId}/waiting-for-capacity`,
   /** The operation placed its new VMM on a host. */
   placed: (operationId: string) => `operation/${operationId}/placed`,
   /** A reboot whose VM did not come back turned to replacing the VMM. */

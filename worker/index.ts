@@ -50,6 +50,7 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
         agentCallTimeoutMs: config.agentCallTimeoutMs,
         settings: {
           bootTimeoutMs: config.bootTimeoutMs,
+          placementTimeoutMs: config.placementTimeoutMs,
           killBackstopMs: config.killBackstopMs,
           hostUnreachableAfterMs: config.hostUnreachableAfterMs,
           restartBackoffMs: config.restartBackoffMs,

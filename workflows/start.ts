@@ -4,6 +4,10 @@
  * 1. Place: the new VMM's ID (named by the operation, activities/vmm-records.ts), its host and
  *    its reservation are recorded, and it becomes the instance's active VMM, before anything
  *    happens on a host (I3). A retry, a replay or a reset finds the VMM the operation placed.
+ *    While no host has room, the instance stays `starting` with the `NoCapacity` condition and
+ *    placement is tried again on a durable timer, backing off, until the placement timeout; then
+ *    the start fails with `NoCapacity` (as KubeVirt keeps a VM pending while it is
+ *    unschedulable).
  * 2. Fence (I6): every other VMM of the instance that is not confirmed gone is destroyed before
  *    the new one is created, so an instance never has two live VMMs.
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
@@ -13,11 +17,11 @@
  *    there is killed and the instance is left `stopped` with the reason; the operation fails,
  *    and a new start may proceed at once.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, sleep } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
 import type { BootRequest, StartRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
-import type { ChangeInput, InstanceExecution } from './execution.js'
+import type { ChangeInput, InstanceExecution, Placement } from './execution.js'
 import { destroyOnHost } from './vmm-actions.js'
 
 export async function start (execution: InstanceExecution, request: StartRequest): Promise<void> {
@@ -52,8 +56,7 @@ interface BootFailure {
  * `began`, the operation's start, is recorded with the placement.
  */
 export async function bootNewVmm (execution: InstanceExecution, request: BootRequest, began?: ChangeInput): Promise<void> {
-  execution.enterPhase('placing')
-  const placement = await execution.placeVmm(request, began)
+  const placement = await place(execution, request, began)
   if ('reason' in placement) {
     await failBoot(execution, request, { code: placement.code, message: placement.reason })
     return
@@ -76,6 +79,31 @@ export async function bootNewVmm (execution: InstanceExecution, request: BootReq
     set: { state: 'running', lastError: null, restartAt: null },
     operation: { request, status: 'succeeded' }
   })
+}
+
+/** The first wait for room, and the longest; doubling in between. */
+const FIRST_PLACEMENT_RETRY_MS = 1000
+const MAX_PLACEMENT_RETRY_MS = 30_000
+
+/** Step 1: places the VMM, waiting for room up to the placement timeout. */
+async function place (execution: InstanceExecution, request: BootRequest, began?: ChangeInput): Promise<Placement> {
+  execution.enterPhase('placing')
+  const giveUpAt = Date.now() + execution.settings.placementTimeoutMs
+  let placement = await execution.placeVmm(request, began)
+  for (let delay = FIRST_PLACEMENT_RETRY_MS; 'reason' in placement && placement.code === 'NoCapacity' && Date.now() < giveUpAt; delay = Math.min(2 * delay, MAX_PLACEMENT_RETRY_MS)) {
+    if (delay === FIRST_PLACEMENT_RETRY_MS) {
+      await execution.change({
+        decision: decisionKeys.waitingForCapacity(request.operationId),
+        kind: 'condition-changed',
+        message: `waiting for a host with room: ${placement.reason}`,
+        set: { lastError: { code: 'NoCapacity', message: placement.reason } }
+      })
+    }
+    execution.enterPhase('placing', `no host has room; trying again in ${delay / 1000} s, until ${new Date(giveUpAt).toISOString()}`)
+    await sleep(Math.min(delay, Math.max(1, giveUpAt - Date.now())))
+    placement = await execution.placeVmm(request)
+  }
+  return placement
 }
 
 async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: string): Promise<BootFailure | null> {

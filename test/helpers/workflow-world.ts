@@ -1,0 +1,166 @@
+/**
+ * The fast layer's stand-in for everything an instance's workflow touches: an in-memory record
+ * of instances, VMMs and decisions that behaves like activities/instance-records.ts and
+ * vmm-records.ts (a decision is recorded once; reports by generation), and host agents whose
+ * answers each test scripts. The workflows run for real, on the built bundle and a real
+ * Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
+ */
+import { randomUUID } from 'node:crypto'
+import type { OperationSettings } from '../../activities/index.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../../activities/instance-records.js'
+import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
+import type { EnsureVmmInput, PowerButtonInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { Instance } from '../../domain/instance.js'
+import type { NewInstance } from '../../domain/requests.js'
+import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
+
+export const TEST_SETTINGS: OperationSettings = {
+  bootTimeoutMs: 3000,
+  placementTimeoutMs: 3000,
+  killBackstopMs: 500,
+  hostUnreachableAfterMs: 60_000,
+  orphanGraceMs: 60_000,
+  restartBackoffMs: 10_000,
+  restartBackoffMaxMs: 60_000,
+  restartResetMs: 600_000
+}
+
+/** How a scripted agent answers a call about a VMM. */
+export type AgentAnswer = (vmm: VmmRecord) => VmmReport | null
+
+export class WorkflowWorld {
+  readonly instances = new Map<string, Instance>()
+  readonly vmms = new Map<string, VmmRecord>()
+  readonly decisions = new Map<string, string>()
+  readonly events: Array<{ instanceId: string, decision: string, message: string }> = []
+  readonly operations = new Map<string, { status: string, error: unknown }>()
+  readonly calls: Array<{ name: string, vmmId: string }> = []
+  hostHasRoom = true
+  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm', AgentAnswer> = {
+    ensureVmm: (vmm) => this.report(vmm, 'starting'),
+    describeVmm: (vmm) => this.report(vmm, vmm.state),
+    destroyVmm: (vmm) => this.report(vmm, 'destroyed', { cause: 'killed', code: null, signal: 'SIGKILL' }),
+    pressPowerButton: (vmm) => this.report(vmm, 'stopping'),
+    rebootVmm: (vmm) => this.report(vmm, 'rebooting')
+  }
+
+  /** The last generation each VMM's agent gave out: an agent's generations only grow. */
+  private readonly agentGenerations = new Map<string, number>()
+
+  /** A report of the VMM at its agent's next generation, as its agent would send it. */
+  report (vmm: VmmRecord, state: VmmState, exit: VmmReport['exit'] = null): VmmReport {
+    const generation = Math.max(vmm.generation, this.agentGenerations.get(vmm.id) ?? 0) + 1
+    this.agentGenerations.set(vmm.id, generation)
+    return {
+      vmmId: vmm.id,
+      instanceId: vmm.instanceId,
+      hostId: vmm.hostId,
+      state,
+      generation,
+      observedAt: new Date().toISOString(),
+      reason: state,
+      exit,
+      unresponsiveSince: null
+    }
+  }
+
+  addInstance (id: string, spec: NewInstance, state: Instance['state'] = 'creating'): void {
+    const now = new Date().toISOString()
+    this.instances.set(id, {
+      id, ...spec, state, activeVmmId: null, generation: 1, lastError: null, restartAttempts: 0, restartAt: null, createdAt: now, updatedAt: now, destroyedAt: null
+    })
+  }
+
+  snapshot (instanceId: string): InstanceSnapshot | null {
+    const instance = this.instances.get(instanceId)
+    if (instance === undefined) return null
+    const all = [...this.vmms.values()].filter((v) => v.instanceId === instanceId)
+    return {
+      instance: { ...instance },
+      liveVmms: all.filter((v) => !isTerminalVmmState(v.state)),
+      activeVmm: all.find((v) => v.id === instance.activeVmmId) ?? null
+    }
+  }
+
+  private observe (reports: VmmReport[]): VmmRecord[] {
+    const touched = new Map<string, VmmRecord>()
+    for (const report of reports) {
+      const known = this.vmms.get(report.vmmId)
+      if (known === undefined) continue
+      const next = withReport(known, report)
+      if (next !== null) this.vmms.set(next.id, next)
+      touched.set(known.id, this.vmms.get(known.id)!)
+    }
+    return [...touched.values()]
+  }
+
+  private apply (change: InstanceChange): ChangeResult {
+    const vmms = this.observe(change.observations ?? [])
+    const instance = this.instances.get(change.instanceId)
+    if (instance === undefined) throw new Error(`instance ${change.instanceId} does not exist`)
+    const madeBefore = this.decisions.has(change.decision)
+    if (!madeBefore) {
+      this.decisions.set(change.decision, change.message)
+      this.events.push({ instanceId: change.instanceId, decision: change.decision, message: change.message })
+      if (instance.destroyedAt === null) {
+        const { destroyed, ...set } = change.set ?? {}
+        Object.assign(instance, Object.fromEntries(Object.entries(set).filter(([, value]) => value !== undefined)))
+        if (destroyed === true) instance.destroyedAt = new Date().toISOString()
+        instance.generation++
+      }
+      const op = change.operation
+      if (op !== undefined && this.operations.get(op.id)?.status !== 'succeeded' && this.operations.get(op.id)?.status !== 'failed') {
+        this.operations.set(op.id, { status: op.status, error: op.error ?? null })
+      }
+    }
+    return { snapshot: this.snapshot(change.instanceId)!, vmms, madeBefore }
+  }
+
+  private agentCall (name: keyof WorkflowWorld['agent'], target: VmmTarget): VmmReport | null {
+    this.calls.push({ name, vmmId: target.vmmId })
+    const vmm = this.vmms.get(target.vmmId)
+    if (vmm === undefined) return null
+    return this.agent[name](vmm)
+  }
+
+  /** The activities, as the worker registers them. */
+  activities () {
+    return {
+      operationSettings: async (): Promise<OperationSettings> => TEST_SETTINGS,
+      openExecution: async (instanceId: string, create?: NewInstance) => {
+        if (create !== undefined && !this.instances.has(instanceId)) this.addInstance(instanceId, create)
+        return { settings: TEST_SETTINGS, snapshot: this.snapshot(instanceId) }
+      },
+      recordInstanceChange: async (change: InstanceChange) => this.apply(change),
+      recordVmmObservations: async (_instanceId: string, reports: VmmReport[]) => this.observe(reports),
+      placeVmm: async (request: PlacementRequest): Promise<PlacementResult> => {
+        if (request.before !== undefined) this.apply(request.before)
+        const { instanceId } = request.change
+        const vmmId = `vmm-of-${request.operationId}`
+        if (!this.vmms.has(vmmId)) {
+          if (!this.hostHasRoom) return { placed: false, reason: 'no active host has room', snapshot: this.snapshot(instanceId)! }
+          const now = new Date().toISOString()
+          this.vmms.set(vmmId, {
+            id: vmmId, instanceId, hostId: 'host-1', state: 'starting', generation: 0, reason: null, exit: null, unresponsiveSince: null, runningSince: null, createdAt: now, updatedAt: now, destroyedAt: null
+          })
+        }
+        const placed = this.apply({ ...request.change, vmmId, set: { ...request.change.set, activeVmmId: vmmId } })
+        return { placed: true, vmmId, hostId: 'host-1', snapshot: placed.snapshot }
+      },
+      ensureVmm: async (input: EnsureVmmInput) => this.agentCall('ensureVmm', input),
+      describeVmm: async (input: VmmTarget) => this.agentCall('describeVmm', input),
+      destroyVmm: async (input: VmmTarget) => this.agentCall('destroyVmm', input),
+      pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
+      rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
+      declareHostLost: async () => [],
+      readmitHost: async () => true,
+      recordHostHeartbeat: async () => 'active',
+      markHostUnreachable: async () => {},
+      fenceLostVmms: async () => 0
+    }
+  }
+}
+
+export function newInstanceSpec (name = `i-${randomUUID().slice(0, 8)}`): NewInstance {
+  return { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 5, restartPolicy: 'never', intendedState: 'running' }
+}

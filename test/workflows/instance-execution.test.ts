@@ -1,0 +1,179 @@
+/**
+ * The instance workflows' logic, fast: the real workflow code (the built bundle) on a real
+ * Temporal dev server through the SDK's TestWorkflowEnvironment, with the activities played by
+ * an in-memory world (helpers/workflow-world.ts). Preemption, deadlines, hand-over, and the
+ * write path's shape; what needs real processes is in test/integration and test/faults.
+ */
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { after, before, beforeEach, describe, it } from 'node:test'
+import type { WorkflowHandle } from '@temporalio/client'
+import { TestWorkflowEnvironment } from '@temporalio/testing'
+import { Worker } from '@temporalio/worker'
+import { decisionKeys } from '../../domain/decisions.js'
+import type { CreateRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
+import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
+import { haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
+import { newInstanceSpec, TEST_SETTINGS, WorkflowWorld } from '../helpers/workflow-world.js'
+
+const TASK_QUEUE = 'instance-execution-test'
+
+describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
+  let env: TestWorkflowEnvironment
+  let world: WorkflowWorld
+  let worker: Worker
+  let running: Promise<void>
+
+  before(async () => {
+    const temporal = process.env.TEMPORAL_CLI
+    assert.ok(temporal, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
+    env = await TestWorkflowEnvironment.createLocal({
+      server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS }
+    })
+    world = new WorkflowWorld()
+    worker = await Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: TASK_QUEUE,
+      workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
+      activities: world.activities()
+    })
+    running = worker.run()
+  })
+  after(async () => {
+    worker?.shutdown()
+    await running
+    await env?.teardown()
+  })
+  beforeEach(() => {
+    world.hostHasRoom = true
+    world.agent.ensureVmm = (vmm) => world.report(vmm, 'starting')
+    world.agent.describeVmm = (vmm) => world.report(vmm, vmm.state)
+    world.agent.rebootVmm = (vmm) => world.report(vmm, 'rebooting')
+  })
+
+  function base (instanceId: string) {
+    return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
+  }
+
+  async function startCreate (): Promise<{ request: CreateRequest, handle: WorkflowHandle }> {
+    const instanceId = randomUUID()
+    const instance = newInstanceSpec()
+    const request: CreateRequest = { ...base(instanceId), kind: 'create', instance, start: true }
+    world.addInstance(instanceId, instance)
+    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
+    return { request, handle }
+  }
+
+  /** Waits until `test` holds of the world, failing after a while. */
+  async function until (what: string, test: () => boolean): Promise<void> {
+    const deadline = Date.now() + 20_000
+    while (!test()) {
+      if (Date.now() > deadline) throw new Error(`${what} did not happen`)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  /** The agent's report that the instance's active VMM runs, sent as the agent sends it. */
+  async function reportRunning (instanceId: string): Promise<void> {
+    const vmm = world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!
+    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(vmm, 'running'), TASK_QUEUE))
+  }
+
+  async function runningInstance (): Promise<string> {
+    const { request, handle } = await startCreate()
+    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+    await reportRunning(request.instanceId)
+    await handle.result()
+    assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+    return request.instanceId
+  }
+
+  it('creates and runs an instance, each write a regular activity named by its decision', async () => {
+    const { request, handle } = await startCreate()
+    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm'))
+    await reportRunning(request.instanceId)
+    await handle.result()
+    assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+    assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
+    const decided = world.events.filter((e) => e.instanceId === request.instanceId).map((e) => e.decision)
+    assert.deepEqual(decided, [decisionKeys.started(request.operationId), decisionKeys.placed(request.operationId), decisionKeys.finished(request.operationId)])
+    // The one local activity is the read that opens the execution.
+    const { events } = await handle.fetchHistory()
+    assert.equal(events?.filter((e) => e.markerRecordedEventAttributes != null).length, 1)
+  })
+
+  it('a stop preempts a create whose VM never boots: the create is superseded, the VMM killed', async () => {
+    const { request, handle } = await startCreate()
+    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+    const stop: StopRequest = { ...base(request.instanceId), kind: 'stop', graceSeconds: 0 }
+    await handle.signal(haltRequestedSignal, stop)
+    await handle.result()
+    assert.equal(world.operations.get(request.operationId)!.status, 'superseded')
+    assert.equal(world.operations.get(stop.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(request.instanceId)!.state, 'stopped')
+    assert.ok(world.calls.some((c) => c.name === 'destroyVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+  })
+
+  it('at its boot deadline with no report, asks the agent before killing, and keeps a VM that runs', async () => {
+    world.agent.describeVmm = (vmm) => world.report(vmm, 'running')
+    const { request, handle } = await startCreate()
+    await handle.result()
+    assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+    const vmmId = `vmm-of-${request.operationId}`
+    assert.ok(world.calls.some((c) => c.name === 'describeVmm' && c.vmmId === vmmId))
+    assert.ok(!world.calls.some((c) => c.name === 'destroyVmm' && c.vmmId === vmmId))
+  })
+
+  it('at a reboot\'s deadline with no report, asks the agent before replacing the VMM', async () => {
+    const instanceId = await runningInstance()
+    const vmmId = world.instances.get(instanceId)!.activeVmmId!
+    // The agent's reports are lost; asked, it says the VM runs again.
+    world.agent.describeVmm = (vmm) => world.report(vmm, 'running')
+    const reboot: RebootRequest = { ...base(instanceId), kind: 'reboot' }
+    const handle = await env.client.workflow.start('rebootInstance', { ...operationStart(reboot, { name: 'r', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
+    await handle.result()
+    assert.equal(world.operations.get(reboot.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(instanceId)!.activeVmmId, vmmId, 'the VMM was replaced')
+    assert.ok(!world.calls.some((c) => c.name === 'destroyVmm' && c.vmmId === vmmId))
+  })
+
+  it('a start handed to an execution that only takes in reports runs next, as its own execution', async () => {
+    const instanceId = await runningInstance()
+    const vmm = world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!
+    // The guest powers off: a report starts an execution that settles the instance stopped.
+    const reports = await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(vmm, 'destroyed', { cause: 'guest-poweroff', code: 0, signal: null }), TASK_QUEUE))
+    const start: StartRequest = { ...base(instanceId), kind: 'start' }
+    await reports.signal(operationRequestedSignal, start)
+    await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded' || world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${start.operationId}`))
+    await reportRunning(instanceId)
+    await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded')
+    assert.equal(world.instances.get(instanceId)!.state, 'running')
+    const { type } = await env.client.workflow.getHandle(reports.workflowId).describe()
+    assert.equal(type, 'startInstance')
+  })
+
+  it('waits for a host with room, showing NoCapacity, and fails honestly at the placement timeout', async () => {
+    world.hostHasRoom = false
+    const { request, handle } = await startCreate()
+    await until('the wait is recorded', () => world.instances.get(request.instanceId)!.lastError?.code === 'NoCapacity')
+    assert.equal(world.instances.get(request.instanceId)!.state, 'starting')
+    await handle.result()
+    assert.equal(world.operations.get(request.operationId)!.status, 'failed')
+    assert.equal(world.instances.get(request.instanceId)!.state, 'stopped')
+    assert.ok(TEST_SETTINGS.placementTimeoutMs > 0)
+  })
+
+  it('places the VM as soon as a host has room', async () => {
+    world.hostHasRoom = false
+    const { request, handle } = await startCreate()
+    await until('the wait is recorded', () => world.instances.get(request.instanceId)!.lastError?.code === 'NoCapacity')
+    world.hostHasRoom = true
+    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+    await reportRunning(request.instanceId)
+    await handle.result()
+    assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(request.instanceId)!.lastError, null)
+  })
+})
