@@ -53,7 +53,7 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
     // crash-safe for the database (the last transactions may be lost on a power cut, not the file).
     '--sqlite-pragma', 'journal_mode=WAL',
     '--sqlite-pragma', 'synchronous=NORMAL',
-    ...dynamicConfigFlags(),
+    ...(config.temporalDynamicConfig === 'tuned' ? dynamicConfigFlags() : []),
     ...SEARCH_ATTRIBUTE_KEYS.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`])
   ]
   if (config.namespace !== 'default') args.push('--namespace', config.namespace)
