@@ -1,7 +1,7 @@
 /**
  * The control plane's client of the host agents' HTTP API (`domain/host-agent-api.ts`).
  *
- * Every failure comes out as a `HostAgentError` of one class (DESIGN.md §5): a refusal is
+ * Every failure comes out as a `HostAgentError` of one class (docs/design.md §5): a refusal is
  * `InvalidRequest`, an agent that affirms it has no such VMM is `VmmNotFound`, and everything
  * that leaves the truth unknown — refused or reset connections, timeouts, 5xx, a body that does
  * not parse — is `HostUnreachable`. Only the first two are answers; the last is not a fact about

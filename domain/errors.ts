@@ -1,5 +1,5 @@
 /**
- * The error taxonomy of DESIGN.md §5. Workflows decide from the class, never from a message.
+ * The error taxonomy of docs/design.md §5. Workflows decide from the class, never from a message.
  *
  * - `InvalidRequest`: the host agent or the VMM refused what was asked (4xx). Retrying the same
  *   thing cannot help; the operation fails with the reason and the instance state is unchanged.

@@ -2,7 +2,7 @@
  * Instances: what users create, start, stop, reboot and delete.
  *
  * The state a user sees is written only by the instance's own workflow (one writer per
- * instance, DESIGN.md I4), from what its VMM reported and what the operation in flight is
+ * instance, docs/design.md I4), from what its VMM reported and what the operation in flight is
  * doing. `stopped` and `failed` are shown only once a new start could proceed: there is no
  * live VMM left behind them.
  */

@@ -343,7 +343,7 @@ export class VmmSupervisor {
       this.#endLongCall(abort)
       if (abort.signal.aborted || this.record.state !== 'rebooting' || await this.#diedDuring(err)) return
       // The old VM may be half torn down inside a live process: nothing to trust. The control
-      // plane replaces a VMM that does not come back from a reboot (DESIGN.md §4).
+      // plane replaces a VMM that does not come back from a reboot (docs/design.md §4).
       await this.#killFor({ cause: 'boot-failed', reason: `reboot failed: ${describeError(err)}` })
     } finally {
       this.#agentRebootInFlight = false

@@ -1,5 +1,5 @@
 /**
- * The crash campaign (DESIGN.md I3, I5; the answer to crossplane/upjet #305): N instances created
+ * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances created
  * and started across the stack's hosts through the HTTP API with bounded concurrency, then all
  * stopped, then all deleted; during each phase the worker and a host agent are SIGKILLed at
  * random moments, several times, and the dev stack restarts them. The client is a careful one:

@@ -1,7 +1,7 @@
 /**
  * Which `cloud-hypervisor` the host agents run: the one named by VMPLANE_CLOUD_HYPERVISOR; else a
  * real one on PATH when this machine can run VMs (/dev/kvm opens read-write); else the
- * project's simulator, which speaks the same command line and REST API (DESIGN.md §7).
+ * project's simulator, which speaks the same command line and REST API (docs/design.md §7).
  */
 import { access, mkdir, open, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'

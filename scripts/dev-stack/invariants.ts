@@ -1,5 +1,5 @@
 /**
- * The invariants a quiet stack must hold (DESIGN.md I3, I5), checked against everything at
+ * The invariants a quiet stack must hold (docs/design.md I3, I5), checked against everything at
  * once: PostgreSQL, every host agent's records and the VMM processes actually running under
  * each host's state directory. The fault tests and the crash campaign call it once their work
  * has settled; it reports what it found rather than throwing, so that one check names every

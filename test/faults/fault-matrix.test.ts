@@ -1,5 +1,5 @@
 /**
- * The fault matrix (DESIGN.md I3, I5): every operation, crashed at every step on its path, with
+ * The fault matrix (docs/design.md I3, I5): every operation, crashed at every step on its path, with
  * each of the worker, the host agent, Temporal's dev server and PostgreSQL SIGKILLed there in
  * turn (faults/crash-points.ts). The dev stack restarts what was killed, as a service manager
  * would; the client retries with its Idempotency-Key, as a careful one does. Each case asserts

@@ -1,5 +1,5 @@
 /**
- * The host agent client's error classes (DESIGN.md §5), one test per class, against a local HTTP
+ * The host agent client's error classes (docs/design.md §5), one test per class, against a local HTTP
  * server standing in for an agent: refusals are `InvalidRequest`, an agent affirming it has no
  * such VMM is `VmmNotFound`, and everything that leaves the truth unknown is `HostUnreachable`.
  */

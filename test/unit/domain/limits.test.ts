@@ -22,7 +22,7 @@ describe('INSTANCE_NAME_PATTERN', () => {
   })
 })
 
-describe('classifyAgentStatus (DESIGN.md §5)', () => {
+describe('classifyAgentStatus (docs/design.md §5)', () => {
   it('treats refusals as invalid requests, a missing VMM as gone, and everything else as unknown', () => {
     assert.equal(classifyAgentStatus(400), 'InvalidRequest')
     assert.equal(classifyAgentStatus(409), 'InvalidRequest')
