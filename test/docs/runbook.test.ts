@@ -433,6 +433,31 @@ describe('the operator runbook, docs/operations.md', async () => {
           includesAll(output, 'stopInstance', 'replays deterministically')
         }
       }
+    ],
+    'Run an execution again': [
+      {
+        command: /^temporal workflow reset -w instance-<instance-id> -r <run-id> --type FirstWorkflowTask --reason "run the stop again"$/,
+        check: async (output) => {
+          includesAll(output, `Resetting workflow instance-${values['instance-id']!}`)
+          await waitUntil('the reset run to end', async () => {
+            const described = JSON.parse(await temporalCli(stack, 'workflow', 'describe', '-w', `instance-${values['instance-id']!}`, '-o', 'json'))
+            const run = described.workflowExecutionInfo
+            return run.execution.runId !== values['run-id'] && run.status === 'WORKFLOW_EXECUTION_STATUS_COMPLETED'
+          }, { timeoutMs: 30_000 })
+        }
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id>\/events \| jq -r/,
+        check: async (output) => {
+          // Each decision of the stop is recorded once: the reset run made none of them again.
+          const lines = output.trim().split('\n')
+          assert.equal(lines[0], 'operation-finished  stopped  stop done')
+          assert.equal(lines.filter((line) => line.includes('stop requested')).length, 1, output)
+          assert.equal(lines.filter((line) => line.startsWith('state-changed  stopped')).length, 1, output)
+          const { body: operation } = await api(stack).get<{ status: string, runId: string }>(`/v1/operations/${values['operation-id']!}`)
+          assert.deepEqual([operation.status, operation.runId], ['succeeded', values['run-id']])
+        }
+      }
     ]
   }
 
