@@ -1,7 +1,8 @@
 /**
  * `/healthz`: the API process answers. `/readyz`: it can do its job, meaning PostgreSQL and
  * Temporal answer and a worker is polling the task queue (otherwise accepted operations would
- * sit unprocessed).
+ * sit unprocessed). Hosts are not a condition of readiness: a start made before any host has
+ * room waits for one (`NoCapacity`); `activeHosts` says how many hosts can take work now.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
@@ -19,10 +20,19 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
 
   fastify.get('/readyz', {
     logLevel: 'warn',
-    schema: { tags: ['health'], response: { 200: z.object({ status: z.literal('ready') }) } }
+    schema: {
+      tags: ['health'],
+      response: {
+        200: z.object({
+          status: z.literal('ready'),
+          activeHosts: z.number().int().describe('hosts that can take work now; a start made while there is none waits for one (NoCapacity)')
+        })
+      }
+    }
   }, async () => {
     const problems: string[] = []
-    await fastify.db.query('SELECT 1').catch((err: Error) => problems.push(`PostgreSQL: ${err.message}`))
+    const hosts = await fastify.db.query<{ n: number }>("SELECT count(*)::int AS n FROM hosts WHERE status = 'active'")
+      .catch((err: Error) => { problems.push(`PostgreSQL: ${err.message}`) })
     const { namespace, taskQueue } = fastify.temporalConfig
     const queue = await fastify.temporal.workflowService.describeTaskQueue({
       namespace,
@@ -34,7 +44,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       if (!seen) problems.push(`no worker is polling task queue ${taskQueue}`)
     }
     if (problems.length > 0) throw new ApiProblem(503, 'Service Unavailable', `not ready: ${problems.join('; ')}`)
-    return { status: 'ready' as const }
+    return { status: 'ready' as const, activeHosts: hosts?.rows[0]?.n ?? 0 }
   })
 }
 

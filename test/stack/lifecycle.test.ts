@@ -37,6 +37,8 @@ describe('the dev stack', { timeout: 600_000 }, () => {
     }
     assert.match(info.databaseUrl, /^postgres:\/\/postgres:[^@]+@127\.0\.0\.1:\d+\/vmplane$/)
     assert.equal((await api(stack).get('/v1/instances')).status, 200)
+    // Readiness says how many hosts can take work: the stack is ready once both have registered.
+    assert.deepEqual((await api(stack).get('/readyz')).body, { status: 'ready', activeHosts: 2 })
   })
 
   test('keeps a PID file for every component, naming its running process', async () => {
