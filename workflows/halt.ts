@@ -35,6 +35,10 @@ export async function halt (execution: InstanceExecution): Promise<void> {
   // Halts that arrived while this one ran are served by it too.
   await recordStarted(execution, started)
 
+  // The halts this end serves are those received by now. One that arrives while the end is
+  // recorded is not served by it (a delete after a stop's end would be recorded done with the
+  // instance stopped): it stays, and runs as a halt of its own.
+  const served = [...halts.pending]
   const deleting = halts.kind() === 'delete'
   const end = describeEnd(execution, vmms.map((v) => execution.vmm(v.id) ?? v))
   execution.enterPhase(deleting ? 'destroyed' : 'stopped')
@@ -47,7 +51,7 @@ export async function halt (execution: InstanceExecution): Promise<void> {
       ? { state: 'destroyed', intendedState: 'destroyed', destroyed: true }
       : { state: 'stopped', intendedState: 'stopped', restartAt: null, ...(end.error === null ? {} : { lastError: end.error }) }
   })
-  for (const request of halts.takeAll()) {
+  for (const request of served) {
     await execution.change({
       decision: decisionKeys.finished(request.operationId),
       kind: 'operation-finished',
@@ -55,6 +59,7 @@ export async function halt (execution: InstanceExecution): Promise<void> {
       operation: { request, status: 'succeeded' }
     })
   }
+  halts.remove(served)
 }
 
 function stoppingDetail (execution: InstanceExecution): string {

@@ -46,4 +46,9 @@ export class HaltBook {
   takeAll (): HaltRequest[] {
     return this.requests.splice(0)
   }
+
+  /** Forgets requests that were carried out; any that arrived since stay. */
+  remove (done: readonly HaltRequest[]): void {
+    for (const request of done) this.requests.splice(this.requests.indexOf(request), 1)
+  }
 }

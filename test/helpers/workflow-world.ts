@@ -36,6 +36,8 @@ export class WorkflowWorld {
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
   hostHasRoom = true
+  /** Runs when a decision has been recorded, before the activity that recorded it returns. */
+  afterDecision: (decision: string) => Promise<void> = async () => {}
   agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm', AgentAnswer> = {
     ensureVmm: (vmm) => this.report(vmm, 'starting'),
     describeVmm: (vmm) => this.report(vmm, vmm.state),
@@ -131,7 +133,11 @@ export class WorkflowWorld {
         if (create !== undefined && !this.instances.has(instanceId)) this.addInstance(instanceId, create)
         return { settings: TEST_SETTINGS, snapshot: this.snapshot(instanceId) }
       },
-      recordInstanceChange: async (change: InstanceChange) => this.apply(change),
+      recordInstanceChange: async (change: InstanceChange) => {
+        const result = this.apply(change)
+        await this.afterDecision(change.decision)
+        return result
+      },
       recordVmmObservations: async (_instanceId: string, reports: VmmReport[]) => this.observe(reports),
       placeVmm: async (request: PlacementRequest): Promise<PlacementResult> => {
         if (request.before !== undefined) this.apply(request.before)

@@ -11,7 +11,7 @@ import type { WorkflowHandle } from '@temporalio/client'
 import { TestWorkflowEnvironment } from '@temporalio/testing'
 import { Worker } from '@temporalio/worker'
 import { decisionKeys } from '../../domain/decisions.js'
-import type { CreateRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
+import type { CreateRequest, DeleteRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
 import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
 import { haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
 import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
@@ -47,6 +47,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
   })
   beforeEach(() => {
     world.hostHasRoom = true
+    world.afterDecision = async () => {}
     world.agent.ensureVmm = (vmm) => world.report(vmm, 'starting')
     world.agent.describeVmm = (vmm) => world.report(vmm, vmm.state)
     world.agent.rebootVmm = (vmm) => world.report(vmm, 'rebooting')
@@ -152,6 +153,21 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     assert.equal(world.instances.get(instanceId)!.state, 'running')
     const { type } = await env.client.workflow.getHandle(reports.workflowId).describe()
     assert.equal(type, 'startInstance')
+  })
+
+  it('a delete that arrives while a stop\'s end is being recorded runs as a halt of its own, not as done', async () => {
+    const instanceId = await runningInstance()
+    const stop: StopRequest = { ...base(instanceId), kind: 'stop', graceSeconds: 0 }
+    const remove: DeleteRequest = { ...base(instanceId), kind: 'delete', graceSeconds: 0 }
+    const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'd', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
+    // The delete reaches the execution while the write of the stop's end is in flight.
+    world.afterDecision = async (decision) => {
+      if (decision === decisionKeys.halted(stop.operationId)) await handle.signal(haltRequestedSignal, remove)
+    }
+    await until('the delete ended', () => world.operations.get(remove.operationId)?.status === 'succeeded')
+    assert.equal(world.operations.get(stop.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(instanceId)!.state, 'destroyed')
+    assert.ok(world.decisions.has(decisionKeys.halted(remove.operationId)), 'the delete ran a halt of its own')
   })
 
   it('waits for a host with room, showing NoCapacity, and fails honestly at the placement timeout', async () => {
