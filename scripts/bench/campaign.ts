@@ -34,6 +34,7 @@ try {
     instances,
     concurrency,
     crashesPerPhase: crashes,
+    freezesPerPhase: 1,
     convergeTimeoutMs: 180_000,
     log: (line) => console.log(`${new Date().toISOString()} ${line}`)
   })

@@ -2,7 +2,8 @@
  * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances created
  * and started across the stack's hosts through the HTTP API with bounded concurrency, then all
  * stopped, then all deleted; during each phase the worker and a host agent are SIGKILLed at
- * random moments, several times, and the dev stack restarts them. The client is a careful one:
+ * random moments, several times, and the dev stack restarts them; and the worker is frozen for
+ * longer than the workflow task timeout, so that tasks it held time out and run again. The client is a careful one:
  * every request carries an Idempotency-Key and is retried with it while the API cannot answer,
  * and the concurrency bounds operations, not requests: a slot is free again once its instance's
  * operation has ended (the API answers 202 at once; without this bound the campaign would only
@@ -30,6 +31,8 @@ export interface CampaignOptions {
   concurrency: number
   /** SIGKILLs of the worker, and as many of a host agent, in each phase. */
   crashesPerPhase: number
+  /** Freezes of the worker (SIGSTOP, then SIGCONT after `FREEZE_MS`) in each phase. */
+  freezesPerPhase: number
   /** How long a phase may take to converge once its operations have ended. */
   convergeTimeoutMs: number
   log: (line: string) => void
@@ -228,13 +231,20 @@ class OperationWatch {
   }
 }
 
+/** A freeze of the worker, longer than a workflow task's timeout (3 s): its tasks time out and run again. */
+const FROZEN_WORKER = 'worker frozen'
+const FREEZE_MS = 5000
+
 /**
- * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent when
- * the count of answered requests crosses random thresholds. Returns what it killed, and when;
+ * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent, and
+ * freezes the worker, when the count of answered requests crosses random thresholds. Returns what it killed, and when;
  * adds each component it killed to `killed`.
  */
 async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOptions, killed: string[]): Promise<string[]> {
-  const victims = Array.from({ length: options.crashesPerPhase }, () => ['worker', `agent-${pick(stack.info.hosts).id}`]).flat()
+  const victims = [
+    ...Array.from({ length: options.crashesPerPhase }, () => ['worker', `agent-${pick(stack.info.hosts).id}`]).flat(),
+    ...Array.from({ length: options.freezesPerPhase }, () => FROZEN_WORKER)
+  ]
   const plan = victims
     .map((component) => ({ component, at: Math.floor((0.05 + 0.9 * Math.random()) * options.instances) }))
     .sort((a, b) => a.at - b.at)
@@ -245,6 +255,15 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
   const killNext = async (component: string, answered: number): Promise<void> => {
     // A component is killed only while it runs: one killed a moment ago is killed again once its
     // successor runs (one down for any other reason shows in the report's unexpected exits).
+    if (component === FROZEN_WORKER) {
+      await stack.waitForRestart('worker')
+      const pid = await stack.kill('worker', 'SIGSTOP')
+      options.log(`${phase.name}: SIGSTOP worker for ${FREEZE_MS / 1000} s after ${answered} of ${options.instances} requests`)
+      await sleep(FREEZE_MS)
+      await stack.kill('worker', 'SIGCONT')
+      kills.push(`${FROZEN_WORKER} (pid ${pid}, ${FREEZE_MS / 1000} s) after ${answered} requests`)
+      return
+    }
     await stack.waitForRestart(component)
     const pid = await stack.kill(component)
     killed.push(component)

@@ -1,6 +1,7 @@
 /**
  * The CI-sized crash campaign (scripts/campaign/campaign.ts): instances created, stopped and
- * deleted across 4 hosts while the worker and host agents are SIGKILLed at random moments; no
+ * deleted across 4 hosts while the worker and host agents are SIGKILLed, and the worker frozen
+ * past the workflow task timeout, at random moments; no
  * orphan, no duplicate, no leaked reservation, every instance where it was meant to be, every
  * execution's history replays, and no process ends but those the campaign kills.
  */
@@ -16,16 +17,18 @@ describe('the crash campaign', { timeout: 20 * 60_000 }, () => {
   before(async () => { stack = await startStack({ hosts: 4, env: CAMPAIGN_STACK_ENV }) })
   after(async () => { await stack?.stop() })
 
-  it('creates, stops and deletes 24 instances through crashes of the worker and host agents, and leaks nothing', async () => {
+  it('creates, stops and deletes 24 instances through crashes of the worker and host agents and a frozen worker, and leaks nothing', async () => {
     const report = await runCampaign(stack, {
       instances: 24,
       concurrency: 6,
       crashesPerPhase: 2,
+      freezesPerPhase: 1,
       convergeTimeoutMs: 180_000,
       log: (line) => console.log(line)
     })
     for (const [name, phase] of Object.entries(report.phases)) {
-      assert.equal(phase.kills.length, 4, phase.kills.join('; '))
+      assert.equal(phase.kills.length, 5, phase.kills.join('; '))
+      assert.equal(phase.kills.filter((kill) => kill.startsWith('worker frozen')).length, 1, phase.kills.join('; '))
       assert.ok(phase.converged, `${name} converged`)
     }
     assert.deepEqual(report.afterCreate, ZERO, report.violations.join('\n'))
