@@ -29,7 +29,7 @@ import { measureApiReads } from './api-reads.js'
 import { benchStack } from './bench-stack.js'
 import { drawChart } from './chart.js'
 import { Floor } from './floor/floor.js'
-import { shapeOf } from './floor/shape.js'
+import { historyLength } from './floor/history.js'
 import { runLoad, type LoadFigures } from './load.js'
 import { describeMachine } from './machine.js'
 import { MemoryWatch } from './memory.js'
@@ -101,13 +101,14 @@ function report (figures: LoadFigures): LoadFigures {
 const memoryWatch = new MemoryWatch({ worker: await stack.pid('worker'), api: await stack.pid('api') }, await stack.pid(`agent-${info.hosts[0].id}`))
 await memoryWatch.start()
 try {
-  log('warming up; reading the shape of a create-and-start')
+  log('warming up; counting the history events of a create-and-start')
   const warm = await ops.createAndStart(names(1)[0])
-  const shape = await shapeOf(floor.client, warm.operation)
+  const historyEvents = { vmplaneCreate: await historyLength(floor.client, warm.operation), floor: 0 }
   await ops.stop(warm.instanceId)
   await ops.remove(warm.instanceId)
-  log(`  its history: ${shape.timers} timer(s), ${shape.activities} activity round trip(s), ${shape.signals} signal(s)`)
-  await runLoad(Array.from({ length: WARMUP_RUNS }), 1, async () => { await floor.operate(shape) })
+  await runLoad(Array.from({ length: WARMUP_RUNS }), 1, async () => { await floor.operate() })
+  historyEvents.floor = await historyLength(floor.client, await floor.operate())
+  log(`  history events: a create-and-start ${historyEvents.vmplaneCreate}, the floor ${historyEvents.floor}`)
   await vmplaneRound(WARMUP_RUNS, 1)
 
   const floorByConcurrency: Record<string, LoadFigures> = {}
@@ -115,7 +116,7 @@ try {
   for (const concurrency of [1, ...THROUGHPUT_CONCURRENCIES]) {
     const n = concurrency === 1 ? SIZE.latencyRuns : SIZE.instances[`c${concurrency}` as keyof typeof SIZE.instances]
     log(`concurrency ${concurrency}: ${n} floor operations`)
-    floorByConcurrency[`c${concurrency}`] = report(await runLoad(Array.from({ length: n }), concurrency, async () => { await floor.operate(shape) }))
+    floorByConcurrency[`c${concurrency}`] = report(await runLoad(Array.from({ length: n }), concurrency, async () => { await floor.operate() }))
     log(`concurrency ${concurrency}: ${n} instances created and started, stopped, deleted`)
     vmplaneByConcurrency[`c${concurrency}`] = await vmplaneRound(n, concurrency)
   }
@@ -152,7 +153,7 @@ try {
     date: new Date().toISOString(),
     mode: values.quick ? 'quick' : 'full',
     machine: describeMachine(temporal),
-    shape,
+    historyEvents,
     floor: { start: pick(floorByConcurrency.c1), byConcurrency: floorByConcurrency },
     vmplane: { start: pick(c1.start), stop: pick(c1.stop), delete: pick(c1.delete), byConcurrency: vmplaneByConcurrency },
     ratio: {
@@ -199,7 +200,8 @@ function printTable (r: any): void {
     console.log(`${label.padEnd(34)}${cells.map((c) => String(c ?? '—').padStart(14)).join('')}`)
   }
   console.log(`\nvmplane beside the floor (${r.mode} run; ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, Node ${r.machine.node})`)
-  console.log(`floor: ${r.shape.timers} timer(s), ${r.shape.activities} activity round trip(s), ${r.shape.signals} signal(s), no vmplane logic\n`)
+  console.log('floor: a workflow start, one activity round trip, one signal, completion; no vmplane logic')
+  console.log(`history events: a vmplane create-and-start ${r.historyEvents.vmplaneCreate}, the floor ${r.historyEvents.floor}\n`)
   row('concurrency 1 (ms)', 'floor p50', 'floor p99', 'vmplane p50', 'vmplane p99', 'ratio p50')
   row('  create and start to running', r.floor.start.p50Ms, r.floor.start.p99Ms, r.vmplane.start.p50Ms, r.vmplane.start.p99Ms, r.ratio.startP50)
   row('  stop to stopped', null, null, r.vmplane.stop.p50Ms, r.vmplane.stop.p99Ms, null)

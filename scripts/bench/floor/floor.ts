@@ -8,7 +8,7 @@ import { once } from 'node:events'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { Client, Connection } from '@temporalio/client'
-import { floorOperation, type OperationShape } from './workflows.js'
+import { floorOperation } from './workflows.js'
 
 const FLOOR_TASK_QUEUE = 'vmplane-bench-floor'
 const WORKER = fileURLToPath(new URL('./worker.js', import.meta.url))
@@ -35,9 +35,11 @@ export class Floor {
     return this.worker.pid!
   }
 
-  /** One operation of the given shape, from start to completion. */
-  async operate (shape: OperationShape): Promise<void> {
-    await this.client.workflow.execute(floorOperation, { taskQueue: FLOOR_TASK_QUEUE, workflowId: `floor-${randomUUID()}`, args: [shape] })
+  /** One floor operation, from start to completion; its execution, to read its history. */
+  async operate (): Promise<{ workflowId: string, runId: string }> {
+    const handle = await this.client.workflow.start(floorOperation, { taskQueue: FLOOR_TASK_QUEUE, workflowId: `floor-${randomUUID()}` })
+    await handle.result()
+    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId }
   }
 
   async stop (): Promise<void> {
