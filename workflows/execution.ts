@@ -135,7 +135,7 @@ export class InstanceExecution {
       vmmId: this.snapshot?.instance.activeVmmId ?? null,
       hostId: this.activeVmm()?.hostId ?? null,
       stopDeadline: this.halts.deadline === null ? null : new Date(this.halts.deadline).toISOString(),
-      pendingReports: this.vmms.hasUnrecorded() ? 1 : 0
+      pendingReports: this.vmms.unrecordedCount()
     }))
   }
 

@@ -52,6 +52,11 @@ export class VmmBook {
     return this.get(vmmId)?.state === 'running'
   }
 
+  /** How many reports are not recorded yet. */
+  unrecordedCount (): number {
+    return this.unrecorded.length
+  }
+
   hasUnrecorded (): boolean {
     return this.unrecorded.length > 0
   }

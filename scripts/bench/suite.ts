@@ -29,6 +29,7 @@ import { measureApiReads } from './api-reads.js'
 import { benchStack } from './bench-stack.js'
 import { drawChart } from './chart.js'
 import { Floor } from './floor/floor.js'
+import { cpuPerOperation } from './cpu.js'
 import { historyLength } from './floor/history.js'
 import { runLoad, type LoadFigures } from './load.js'
 import { describeMachine } from './machine.js'
@@ -86,10 +87,34 @@ async function startInstances (n: number, concurrency: number): Promise<{ figure
 /** Creates and starts, stops, then deletes `n` instances, `concurrency` at a time, each step timed. */
 async function vmplaneRound (n: number, concurrency: number): Promise<{ start: LoadFigures, stop: LoadFigures, delete: LoadFigures }> {
   const { figures: start, ids } = await startInstances(n, concurrency)
+  return { start, ...await stopAndDelete(ids, concurrency) }
+}
+
+async function stopAndDelete (ids: string[], concurrency: number): Promise<{ stop: LoadFigures, delete: LoadFigures }> {
   const stop = await runLoad([...ids], concurrency, ops.stop)
   const remove = await runLoad([...ids], concurrency, ops.remove)
-  for (const figures of [start, stop, remove]) report(figures)
-  return { start, stop, delete: remove }
+  for (const figures of [stop, remove]) report(figures)
+  return { stop, delete: remove }
+}
+
+/** The processes whose CPU a create-and-start costs, by component (the agents' VMMs with them). */
+async function vmplaneComponents (): Promise<Record<string, number>> {
+  const agents = await Promise.all(info.hosts.map(async (host) => [`agent-${host.id}`, await stack.pid(`agent-${host.id}`)] as const))
+  return {
+    temporal: await stack.pid('temporal'),
+    worker: await stack.pid('worker'),
+    api: await stack.pid('api'),
+    postgres: await stack.pid('postgres'),
+    ...Object.fromEntries(agents)
+  }
+}
+
+/** CPU ms per operation, the host agents summed as `agents`. */
+function byComponent (cpu: Record<string, number>): Record<string, number> {
+  const agents = Object.entries(cpu).filter(([name]) => name.startsWith('agent-')).reduce((sum, [, ms]) => sum + ms, 0)
+  const rest = Object.fromEntries(Object.entries(cpu).filter(([name]) => !name.startsWith('agent-')))
+  const all = { ...rest, ...(agents > 0 ? { agents: Math.round(agents * 10) / 10 } : {}) }
+  return { ...all, total: Math.round(Object.values(all).reduce((a, b) => a + b, 0) * 10) / 10 }
 }
 
 function report (figures: LoadFigures): LoadFigures {
@@ -113,12 +138,20 @@ try {
 
   const floorByConcurrency: Record<string, LoadFigures> = {}
   const vmplaneByConcurrency: Record<string, { start: LoadFigures, stop: LoadFigures, delete: LoadFigures }> = {}
+  const cpuMsPerCreate: Record<string, { floor: Record<string, number>, vmplane: Record<string, number> }> = {}
   for (const concurrency of [1, ...THROUGHPUT_CONCURRENCIES]) {
     const n = concurrency === 1 ? SIZE.latencyRuns : SIZE.instances[`c${concurrency}` as keyof typeof SIZE.instances]
     log(`concurrency ${concurrency}: ${n} floor operations`)
-    floorByConcurrency[`c${concurrency}`] = report(await runLoad(Array.from({ length: n }), concurrency, async () => { await floor.operate() }))
+    const floorLoad = async (): Promise<LoadFigures> => await runLoad(Array.from({ length: n }), concurrency, async () => { await floor.operate() })
+    let floorFigures: LoadFigures | null = null
+    const floorCpu = await cpuPerOperation({ temporal: await stack.pid('temporal'), worker: floor.pid }, n, async () => { floorFigures = await floorLoad() })
+    floorByConcurrency[`c${concurrency}`] = report(floorFigures!)
     log(`concurrency ${concurrency}: ${n} instances created and started, stopped, deleted`)
-    vmplaneByConcurrency[`c${concurrency}`] = await vmplaneRound(n, concurrency)
+    let started: { figures: LoadFigures, ids: string[] } | null = null
+    const vmplaneCpu = await cpuPerOperation(await vmplaneComponents(), n, async () => { started = await startInstances(n, concurrency) })
+    const { figures: start, ids } = started!
+    vmplaneByConcurrency[`c${concurrency}`] = { start: report(start), ...await stopAndDelete(ids, concurrency) }
+    cpuMsPerCreate[`c${concurrency}`] = { floor: byComponent(floorCpu), vmplane: byComponent(vmplaneCpu) }
   }
 
   log(`API reads with ${LIST_ROWS} instances in PostgreSQL`)
@@ -154,6 +187,7 @@ try {
     mode: values.quick ? 'quick' : 'full',
     machine: describeMachine(temporal),
     historyEvents,
+    cpuMsPerCreate,
     floor: { start: pick(floorByConcurrency.c1), byConcurrency: floorByConcurrency },
     vmplane: { start: pick(c1.start), stop: pick(c1.stop), delete: pick(c1.delete), byConcurrency: vmplaneByConcurrency },
     ratio: {
@@ -212,6 +246,11 @@ function printTable (r: any): void {
     const t = r.throughput[`c${c}`]
     row(`  ${c} in flight`, t.floorPerS, t.vmplanePerS, r.ratio[`throughputC${c}`], t.vmplaneStopPerS, t.vmplaneDeletePerS)
   }
+  console.log('')
+  row('CPU ms per create (50 in flight)', 'temporal', 'worker', 'api', 'postgres', 'agents', 'total')
+  const cpu = r.cpuMsPerCreate.c50
+  row('  floor', cpu.floor.temporal, cpu.floor.worker, null, null, null, cpu.floor.total)
+  row('  vmplane', cpu.vmplane.temporal, cpu.vmplane.worker, cpu.vmplane.api, cpu.vmplane.postgres, cpu.vmplane.agents, cpu.vmplane.total)
   console.log('')
   row(`scale (${SCALE_CONCURRENCY} in flight)`, 'starts/s', 'p50 ms', 'p99 ms')
   for (const [key, s] of Object.entries<any>(r.scale)) row(`  ${key.slice(1)} instances`, s?.perS ?? null, s?.p50Ms ?? null, s?.p99Ms ?? null)

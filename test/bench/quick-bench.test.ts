@@ -22,6 +22,10 @@ const FIGURES = [
   'scale.n100.perS', 'scale.n100.p99Ms', 'scale.n1000.perS', 'scale.n1000.p99Ms',
   'list.p50Ms', 'list.p99Ms', 'get.p50Ms', 'get.p99Ms',
   'memory.workerMB', 'memory.apiMB', 'memory.agentPer200VmmsMB', 'memory.agentPer100VmmsMB', 'memory.simulatorMB',
+  'historyEvents.vmplaneCreate', 'historyEvents.floor',
+  'cpuMsPerCreate.c50.floor.temporal', 'cpuMsPerCreate.c50.floor.worker', 'cpuMsPerCreate.c50.floor.total',
+  'cpuMsPerCreate.c50.vmplane.temporal', 'cpuMsPerCreate.c50.vmplane.worker', 'cpuMsPerCreate.c50.vmplane.api',
+  'cpuMsPerCreate.c50.vmplane.postgres', 'cpuMsPerCreate.c50.vmplane.agents', 'cpuMsPerCreate.c50.vmplane.total',
   'machine.cores', 'machine.memoryGiB'
 ]
 
