@@ -58,6 +58,17 @@ async function create (name: string, cmdline: string, start = true, restartPolic
   return instance.id
 }
 
+const connection = await Connection.connect({ address: info.temporalAddress })
+const client = new Client({ connection, namespace: info.namespace })
+
+/** Until no execution of the instance runs, so the next request starts an execution of its own. */
+async function atRest (id: string): Promise<void> {
+  await waitFor(`${id} at rest`, async () => {
+    const { status } = await client.workflow.getHandle(instanceWorkflowId(id)).describe()
+    return status.name === 'RUNNING' ? null : true
+  }, { timeoutMs: 60_000, intervalMs: 100 })
+}
+
 const ids: string[] = []
 // create, graceful stop, start, reboot, forced stop, delete (names unique per run)
 const suffix = Date.now().toString(36)
@@ -71,6 +82,7 @@ await call('POST', `/v1/instances/${main}/reboot`)
 await settled(main, 'running')
 await call('POST', `/v1/instances/${main}/stop`, { graceSeconds: 0 })
 await settled(main, 'stopped')
+await atRest(main)
 await call('DELETE', `/v1/instances/${main}`)
 await settled(main, 'destroyed')
 // created without starting; a start preempted by a stop while the boot hangs
@@ -99,8 +111,6 @@ await waitFor('a restart and a second crash', async () => {
 await call('POST', `/v1/instances/${crashing}/stop`)
 await settled(crashing, 'stopped')
 
-const connection = await Connection.connect({ address: info.temporalAddress })
-const client = new Client({ connection, namespace: info.namespace })
 // an operator's forceStop cutting a long stop short
 const forced = await create(`replay-forced-${suffix}`, 'sim.ignore_power_button')
 ids.push(forced)
