@@ -35,6 +35,8 @@ export class WorkflowWorld {
   readonly events: Array<{ instanceId: string, decision: string, message: string }> = []
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
+  /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
+  readonly hostActions: string[] = []
   hostHasRoom = true
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
   afterDecision: (decision: string) => Promise<void> = async () => {}
@@ -158,8 +160,8 @@ export class WorkflowWorld {
       destroyVmm: async (input: VmmTarget) => this.agentCall('destroyVmm', input),
       pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
       rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
-      declareHostLost: async () => [],
-      readmitHost: async () => true,
+      declareHostLost: async (hostId: string) => { this.hostActions.push(`lost ${hostId}`); return [] },
+      readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
       recordHostHeartbeat: async () => 'active',
       markHostUnreachable: async () => {},
       fenceLostVmms: async () => 0
