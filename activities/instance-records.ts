@@ -1,5 +1,5 @@
 /**
- * Theory of operation: the write path, PostgreSQL's side (docs/design.md, "the write path").
+ * Theory of operation: the write path, PostgreSQL's side (docs/design.md §8).
  *
  * An instance's execution is the only writer of its record (I4), and it writes only through
  * these activities, which it schedules as regular activities: a write happens only once the

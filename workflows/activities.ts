@@ -1,9 +1,10 @@
 /**
  * Activity proxies and their timeouts, by what the activities touch.
  *
- * Every write is a regular activity (docs/design.md, "the write path"): it runs only once the
- * workflow task that decided it has completed. The one local activity, `openExecution`, only
- * reads (and inserts a create's row, keyed by the instance's ID from the request).
+ * Every write is a regular activity (docs/design.md §8, the write path): it runs only once the
+ * workflow task that decided it has completed. Local activities (`reads`) only read: an
+ * execution's instance and settings (and a create's row, inserted keyed by the instance's ID from
+ * the request), a host monitor's settings.
  *
  * Nothing here gives up on its own: a PostgreSQL outage or an unreachable host is waited out
  * (unknown is not dead, I2). But no activity retries forever either: each series of attempts is

@@ -22,7 +22,7 @@
  *    that reached an execution which only took in reports, and a start or reboot handed over,
  *    continue as a new execution of their own workflow type.
  *
- * The write path (docs/design.md). Every write is a regular activity, scheduled by a workflow
+ * The write path (docs/design.md §8). Every write is a regular activity, scheduled by a workflow
  * task that has completed: the decision is in the history before its effect, so a workflow task
  * that is retried, for whatever reason and with whatever arrived meanwhile, has written nothing
  * its retry could contradict. Every write names its decision (domain/decisions.ts), so a retried
