@@ -156,7 +156,8 @@ export class LaunchedStack {
   async kill (component: ComponentName, signal: NodeJS.Signals = 'SIGKILL'): Promise<number> {
     const pid = await this.pid(component)
     signalProcess(pid, signal)
-    this.killed.set(component, pid)
+    // A frozen or thawed process goes on: only a signal that ends it makes a restart to wait for.
+    if (signal !== 'SIGSTOP' && signal !== 'SIGCONT') this.killed.set(component, pid)
     return pid
   }
 
