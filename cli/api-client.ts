@@ -2,7 +2,8 @@
  * The CLI's HTTP client for the vmplane API: JSON in and out, the bearer token on every request,
  * errors turned into `CliError`s whose exit codes say whether trying again could help.
  *
- * A request that never got an answer (connection reset, timeout) or got 502/503/504 is retried
+ * A request that never got an answer (connection reset, timeout), got 502/503/504, or got 409 with
+ * `Retry-After` (an earlier attempt under this invocation's key is still in progress) is retried
  * twice. That is safe for mutating requests too: they all carry this invocation's Idempotency-Key,
  * so the API answers a retry with what the first attempt did instead of doing it again.
  */
@@ -37,7 +38,8 @@ export class ApiClient {
         await sleep(retryDelay)
         continue
       }
-      if (RETRIED_STATUSES.has(response.status) && retryDelay !== undefined) {
+      const inProgress = response.status === 409 && response.headers.has('retry-after')
+      if ((RETRIED_STATUSES.has(response.status) || inProgress) && retryDelay !== undefined) {
         await response.body?.cancel()
         await sleep(retryDelay)
         continue

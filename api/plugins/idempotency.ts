@@ -7,24 +7,26 @@
  * a day: the same key with the same request gets it again (`Idempotency-Replayed: true`); the same
  * key with another request is refused with 422. Without a key, IDs are random.
  *
- * A key is claimed before its request does anything. The same key sent again while the first
- * request is still in progress is refused with 409 and `Retry-After` (the IETF draft's answer),
- * whatever its body: two requests never run at once under one key. A failure of ours (5xx) gives
- * the claim back, so a retry runs afresh; a claim left by an API process that died is taken over
- * once it is older than the longest a request can be held (`?wait=`).
+ * A key is claimed before its request does anything, for as long as the request may be held
+ * (its `?wait=` and a margin). The same key sent again meanwhile is refused with 409 and
+ * `Retry-After` (the IETF draft's answer), whatever its body, so requests under one key answer one
+ * at a time. A failure of ours (5xx) gives the claim back, so a retry runs afresh; a claim that
+ * could not be given back (PostgreSQL was down) is taken over at once by the API process that made
+ * it, which knows the request is over, and by any other once it lapses (as is a claim of an API
+ * process that died). Should a request outlive its claim, the IDs it makes are still the key's,
+ * so a second one running meanwhile finds what the first made.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { v5 as uuidv5 } from 'uuid'
-import { LIMITS } from '../../domain/limits.js'
 import { ApiProblem } from './problem-details.js'
 
 /** The namespace of IDs derived from idempotency keys (a fixed, random UUID). */
 const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/
-/** Longer than any request can take, `?wait=` included: a claim this old was abandoned. */
-const ABANDONED_CLAIM_SECONDS = LIMITS.waitSeconds.max + 60
+/** How long a claim outlives its request's `?wait=`: more than a request takes to be answered. */
+const CLAIM_MARGIN_SECONDS = 30
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -48,6 +50,9 @@ function requestHash (request: FastifyRequest): string {
 const PRINCIPAL = 'api'
 
 export default fp(async (fastify) => {
+  /** This process, as the maker of claims, and the keys of its requests in progress. */
+  const processId = randomUUID()
+  const inProgress = new Set<string>()
   fastify.decorateRequest('idempotency', null)
   fastify.decorateRequest('newId', () => { throw new Error('newId is set by the onRequest hook') })
   // A function of its own per request, so handlers can pass it on unbound.
@@ -67,17 +72,21 @@ export default fp(async (fastify) => {
       ])
     }
     const hash = requestHash(request)
-    // Claims the key, or takes over a claim abandoned by a process that died mid-request.
+    const claimSeconds = ((request.query as { wait?: number }).wait ?? 0) + CLAIM_MARGIN_SECONDS
+    // Claims the key, or takes over a claim that lapsed or that this process left.
     const claimed = await fastify.db.query(
-      `INSERT INTO idempotency_keys (principal, key, request_hash) VALUES ($1, $2, $3)
-       ON CONFLICT (principal, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, claimed_at = now()
+      `INSERT INTO idempotency_keys (principal, key, request_hash, claimed_until, claimed_by)
+       VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5)
+       ON CONFLICT (principal, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, claimed_until = EXCLUDED.claimed_until, claimed_by = EXCLUDED.claimed_by
          WHERE idempotency_keys.status IS NULL
-           AND idempotency_keys.claimed_at < now() - $4 * interval '1 second'
+           AND (idempotency_keys.claimed_until < now() OR (idempotency_keys.claimed_by = $5 AND NOT $6))
        RETURNING 1`,
-      [PRINCIPAL, key, hash, ABANDONED_CLAIM_SECONDS]
+      [PRINCIPAL, key, hash, claimSeconds, processId, inProgress.has(key)]
     )
     if (claimed.rowCount === 1) {
       request.idempotency = { key, hash }
+      inProgress.add(key)
       return
     }
     const { rows } = await fastify.db.query(
@@ -100,8 +109,11 @@ export default fp(async (fastify) => {
   fastify.addHook('onSend', async (request, reply, payload) => {
     if (request.idempotency === null || reply.getHeader('idempotency-replayed') !== undefined) return payload
     const { key, hash } = request.idempotency
+    inProgress.delete(key)
     if (reply.statusCode >= 500) {
+      // PostgreSQL may be what failed: the claim then lapses on its own.
       await fastify.db.query('DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 AND request_hash = $3 AND status IS NULL', [PRINCIPAL, key, hash])
+        .catch(() => {})
       return payload
     }
     await fastify.db.query(

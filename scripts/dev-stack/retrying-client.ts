@@ -1,7 +1,8 @@
 /**
  * How a careful client drives vmplane through crashes: every mutating request carries an
- * `Idempotency-Key`, and is sent again with the same key while the API is unreachable or answers
- * 5xx (PostgreSQL or Temporal restarting). The retry finds what the first attempt made; it never
+ * `Idempotency-Key`, and is sent again with the same key while the API is unreachable, answers
+ * 5xx (PostgreSQL or Temporal restarting), or answers 409 with `Retry-After` (an earlier attempt
+ * under the key is still in progress). The retry finds what the first attempt made; it never
  * makes a second.
  */
 import { randomUUID } from 'node:crypto'
@@ -28,7 +29,8 @@ export async function sendUntilAnswered<T = any> (
     let why: string
     try {
       const response = await api(stack).request<T>(method, path, body, { 'idempotency-key': key })
-      if (response.status < 500) return response
+      const inProgress = response.status === 409 && response.headers.get('retry-after') !== null
+      if (response.status < 500 && !inProgress) return response
       why = `${response.status} ${JSON.stringify(response.body)}`
     } catch (err) {
       why = (err as Error).message
