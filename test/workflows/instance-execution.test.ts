@@ -8,43 +8,23 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { WorkflowHandle } from '@temporalio/client'
-import { TestWorkflowEnvironment } from '@temporalio/testing'
-import { Worker } from '@temporalio/worker'
 import { decisionKeys } from '../../domain/decisions.js'
 import type { CreateRequest, DeleteRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
-import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
 import { haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
-import { newInstanceSpec, TEST_SETTINGS, WorkflowWorld } from '../helpers/workflow-world.js'
+import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
+import { newInstanceSpec, TEST_SETTINGS, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'instance-execution-test'
 
 describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
-  let env: TestWorkflowEnvironment
+  let env: WorkflowEnvironment
   let world: WorkflowWorld
-  let worker: Worker
-  let running: Promise<void>
 
   before(async () => {
-    const temporal = process.env.TEMPORAL_CLI
-    assert.ok(temporal, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
-    env = await TestWorkflowEnvironment.createLocal({
-      server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS }
-    })
-    world = new WorkflowWorld()
-    worker = await Worker.create({
-      connection: env.nativeConnection,
-      taskQueue: TASK_QUEUE,
-      workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
-      activities: world.activities()
-    })
-    running = worker.run()
+    env = await startWorkflowEnvironment(TASK_QUEUE)
+    world = env.world
   })
-  after(async () => {
-    worker?.shutdown()
-    await running
-    await env?.teardown()
-  })
+  after(async () => { await env?.stop() })
   beforeEach(() => {
     world.hostHasRoom = true
     world.afterDecision = async () => {}

@@ -1,0 +1,43 @@
+/**
+ * The fast layer's Temporal: a dev server of its own (TestWorkflowEnvironment on the built CLI,
+ * with vmplane's search attributes) and a worker running the built workflow bundle, its
+ * activities played by a `WorkflowWorld`. Call `stop()` in an `after` hook.
+ */
+import assert from 'node:assert/strict'
+import type { Client } from '@temporalio/client'
+import { TestWorkflowEnvironment } from '@temporalio/testing'
+import { Worker } from '@temporalio/worker'
+import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
+import { WorkflowWorld } from './workflow-world.js'
+
+export interface WorkflowEnvironment {
+  client: Client
+  world: WorkflowWorld
+  stop: () => Promise<void>
+}
+
+export async function startWorkflowEnvironment (taskQueue: string): Promise<WorkflowEnvironment> {
+  const temporal = process.env.TEMPORAL_CLI
+  assert.ok(temporal, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS }
+  })
+  const world = new WorkflowWorld()
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
+    activities: world.activities()
+  })
+  const running = worker.run()
+  return {
+    client: env.client,
+    world,
+    async stop () {
+      worker.shutdown()
+      await running
+      await env.teardown()
+    }
+  }
+}
