@@ -33,7 +33,7 @@ export interface PlacementRequest {
 
 export type PlacementResult =
   | { placed: true, vmmId: string, hostId: string, snapshot: InstanceSnapshot }
-  | { placed: false, reason: string, snapshot: InstanceSnapshot }
+  | { placed: false, code: 'NoCapacity' | 'InstanceDestroyed', reason: string, snapshot: InstanceSnapshot }
 
 /** The ID of the VMM an operation places: named by its placement decision. */
 export function vmmIdOf (operationId: string): string {
@@ -43,19 +43,19 @@ const VMM_NAMESPACE = '0e3f9a4c-3d2b-4c8e-8f61-6a0b7d9e2c15'
 
 export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<PlacementResult> {
   const result = await inTransaction(pool, async (tx): Promise<PlacementResult> => {
-    const began = request.before === undefined ? null : await applyInstanceChange(tx, request.before)
+    if (request.before !== undefined) await applyInstanceChange(tx, request.before)
     const vmmId = vmmIdOf(request.operationId)
     const { instanceId } = request.change
     const existing = await tx.query('SELECT host_id FROM vmms WHERE id = $1', [vmmId])
     let hostId = existing.rowCount === 0 ? null : existing.rows[0].host_id as string
     if (hostId === null) {
       const destroyed = await tx.query('SELECT 1 FROM instances WHERE id = $1 AND destroyed_at IS NOT NULL', [instanceId])
-      if (destroyed.rowCount !== 0) return { placed: false, reason: 'the instance is destroyed', snapshot: await snapshotOf(tx, instanceId) }
+      if (destroyed.rowCount !== 0) return { placed: false, code: 'InstanceDestroyed', reason: 'the instance is destroyed', snapshot: await snapshotOf(tx, instanceId) }
       hostId = await reserveHost(tx, vmmId, instanceId, request)
     }
     if (hostId === null) {
       const reason = `no active host has ${request.vcpus} vCPUs and ${request.memoryMiB} MiB free`
-      return { placed: false, reason, snapshot: began?.snapshot ?? await snapshotOf(tx, instanceId) }
+      return { placed: false, code: 'NoCapacity', reason, snapshot: await snapshotOf(tx, instanceId) }
     }
     const placed = await applyInstanceChange(tx, {
       ...request.change,

@@ -223,7 +223,7 @@ export class InstanceExecution {
       return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first })
     })
     this.adopt(result.snapshot)
-    if (!result.placed) return { code: result.reason === 'the instance is destroyed' ? 'InstanceDestroyed' : 'NoCapacity', reason: result.reason }
+    if (!result.placed) return { code: result.code, reason: result.reason }
     return { vmmId: result.vmmId, hostId: result.hostId }
   }
 

@@ -146,7 +146,7 @@ export class WorkflowWorld {
         const { instanceId } = request.change
         const vmmId = `vmm-of-${request.operationId}`
         if (!this.vmms.has(vmmId)) {
-          if (!this.hostHasRoom) return { placed: false, reason: 'no active host has room', snapshot: this.snapshot(instanceId)! }
+          if (!this.hostHasRoom) return { placed: false, code: 'NoCapacity', reason: 'no active host has room', snapshot: this.snapshot(instanceId)! }
           const now = new Date().toISOString()
           this.vmms.set(vmmId, {
             id: vmmId, instanceId, hostId: 'host-1', state: 'starting', generation: 0, reason: null, exit: null, unresponsiveSince: null, runningSince: null, createdAt: now, updatedAt: now, destroyedAt: null
