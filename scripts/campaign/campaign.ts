@@ -337,7 +337,8 @@ async function reconcilerActionsSince (db: pg.Client, since: Date): Promise<Reco
 
 /**
  * The exits of the worker and the agents beyond the campaign's own kills, each component's with
- * its supervisor's notes and the last lines of its log.
+ * its supervisor's notes and, for each exit the campaign's SIGKILL does not explain, the lines
+ * its process wrote last.
  */
 async function exitsNotKilled (stack: LaunchedStack, killed: string[]): Promise<string[]> {
   const components = ['worker', ...stack.info.hosts.map((host) => `agent-${host.id}`)]
@@ -346,7 +347,12 @@ async function exitsNotKilled (stack: LaunchedStack, killed: string[]): Promise<
     const exits = await stack.exitsOf(component)
     const kills = killed.filter((name) => name === component).length
     if (exits.length <= kills) continue
-    found.push(`${component} ended ${exits.length} times, killed ${kills}:\n${exits.join('\n')}\nlast lines of its log:\n${(await stack.logTail(component)).join('\n')}`)
+    const unexplained = exits.filter((exit) => !exit.note.includes('signal SIGKILL'))
+    found.push([
+      `${component} ended ${exits.length} times, killed ${kills}:`,
+      ...exits.map((exit) => exit.note),
+      ...unexplained.flatMap((exit) => [`before ${exit.note}:`, ...exit.before])
+    ].join('\n'))
   }
   return found
 }

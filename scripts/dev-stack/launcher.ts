@@ -172,18 +172,17 @@ export class LaunchedStack {
 
   /**
    * Every time a component's process ended while the stack ran, oldest first: the supervisor's
-   * notes in the component's log (`exited with signal SIGKILL after 9.3 s; restarting in 0.3 s`).
+   * note in the component's log (`exited with signal SIGKILL after 9.3 s; restarting in 0.3 s`)
+   * and the lines the process wrote last before it.
    */
-  async exitsOf (component: ComponentName): Promise<string[]> {
-    return (await this.logOf(component)).filter((line) => line.includes(' exited with '))
+  async exitsOf (component: ComponentName, linesBefore = 20): Promise<Array<{ note: string, before: string[] }>> {
+    const log = await this.logLines(component)
+    return log.flatMap((line, index) =>
+      line.includes(' exited with ') ? [{ note: line, before: log.slice(Math.max(0, index - linesBefore), index) }] : [])
   }
 
-  /** The last lines of a component's log. */
-  async logTail (component: ComponentName, lines = 20): Promise<string[]> {
-    return (await this.logOf(component)).slice(-lines)
-  }
-
-  private async logOf (component: ComponentName): Promise<string[]> {
+  /** Every line of a component's log: its output and its supervisor's notes. */
+  async logLines (component: ComponentName): Promise<string[]> {
     const text = await readFile(join(this.paths.logDir, `${component}.log`), 'utf8').catch(() => '')
     return text.split('\n').filter((line) => line !== '')
   }
