@@ -7,7 +7,8 @@
  * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID resolves the images
  * (refusing names that escape the image directory), writes the record, and only then spawns
  * the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
- * first. An ID that belongs to another instance, or whose VMM was destroyed, is refused with
+ * first. The answer is the VMM's first report: `starting` is not sent again through the outbox,
+ * which saves each create a signal and a workflow task. An ID that belongs to another instance, or whose VMM was destroyed, is refused with
  * 409: the record of a destroyed VMM is a tombstone, so a retry that arrives after a delete can
  * never bring the VMM back.
  *
@@ -234,7 +235,8 @@ export class Supervisor {
     crashPoint('agent.ensure.after-record')
     const vmm = new VmmSupervisor(this.context, record)
     this.#vmms.set(id, vmm)
-    this.context.onChange(vmm)
+    // No report of generation 1: the answer to this ensure carries it to the caller, the VMM's
+    // own execution. The outbox hears of the VMM at its next change, or at an agent restart.
     vmm.log.info({ instanceName: request.instanceName }, 'VMM recorded; starting its process')
     await vmm.spawn(bootFiles)
     return vmm

@@ -65,8 +65,9 @@ describe('reports to Temporal', () => {
     assert.deepEqual(description.typedSearchAttributes.get(HostIdKey), 'host-test')
   })
 
-  it('reports every state of a VMM to its instance workflow, with generations', async () => {
-    await agent.request('PUT', `/v1/vmms/${id}`, body)
+  it('reports every state of a VMM after the first, which the ensure answers, to its instance workflow, with generations', async () => {
+    const created = await agent.request('PUT', `/v1/vmms/${id}`, body)
+    assert.deepEqual([created.body.state, created.body.generation], ['starting', 1])
     const running = await agent.waitForState(id, 'running')
     const report = await waitForReport(body.instanceId, 'running', (r) => r.state === 'running')
     assert.deepEqual(report, {
@@ -88,6 +89,7 @@ describe('reports to Temporal', () => {
     assert.equal(description.typedSearchAttributes.get(OperationKey), 'reports')
     const generations = (await reports(body.instanceId)).map((r) => r.generation)
     assert.deepEqual(generations, [...generations].sort((a, b) => a - b), 'in generation order')
+    assert.ok(generations[0]! > 1, `the answer's generation 1 is not sent again: ${generations.join(', ')}`)
   })
 
   it('keeps working while Temporal is down, and delivers the reports once it is back', async () => {
