@@ -5,7 +5,7 @@
  * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
  * workflows and retry policies branch on the type, never on the message.
  */
-import { ApplicationFailure, heartbeat } from '@temporalio/activity'
+import { ApplicationFailure } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
@@ -30,17 +30,14 @@ export interface PowerButtonInput extends VmmTarget {
   deadline: string
 }
 
-/** How often an activity waiting for an agent tells Temporal it is alive. */
-const HEARTBEAT_EVERY_MS = 1000
-
 /**
- * Calls a host's agent, heartbeating while it waits, and keeps track of whether the host can be
- * reached (host-records.ts); failures leave as Temporal failures typed by their error class.
+ * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts);
+ * failures leave as Temporal failures typed by their error class. The worker heartbeats while
+ * it waits (worker/activity-heartbeats.ts).
  */
 export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
   const agentUrl = await agentUrlOf(deps.pool, hostId)
   if (agentUrl === null) throw ApplicationFailure.nonRetryable(`host ${hostId} is not registered`, 'InvalidRequest')
-  const beating = setInterval(() => { heartbeat() }, HEARTBEAT_EVERY_MS)
   try {
     const answer = await call(agentUrl)
     await noteContactWorked(deps.pool, hostId)
@@ -54,8 +51,6 @@ export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, c
       message: err.message,
       nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
     })
-  } finally {
-    clearInterval(beating)
   }
 }
 

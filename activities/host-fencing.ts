@@ -10,7 +10,7 @@
  * destroyed through the agent before anything else, and recorded fenced; only once none is left
  * unfenced may an operator re-admit the host.
  */
-import { activityInfo, getClient, heartbeat } from '@temporalio/activity'
+import { activityInfo, getClient } from '@temporalio/activity'
 import { inTransaction, type Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
 import { concludedReport, type VmmRecord } from '../domain/vmm.js'
@@ -46,7 +46,6 @@ export function createHostFencing (deps: AgentCallDependencies) {
       const { taskQueue } = activityInfo()
       for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
         await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), taskQueue))
-        heartbeat()
       }
       return lost
     },

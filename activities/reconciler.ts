@@ -22,7 +22,7 @@
  * leaked reservations are released and expired idempotency keys dropped. Every pass records
  * what it found and did.
  */
-import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity'
+import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
 import { insertOperation } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
@@ -116,7 +116,6 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const young = (since: string): boolean => now - Date.parse(since) < deps.orphanGraceMs
 
       for (const view of vmms) {
-        heartbeat()
         const row = known.get(view.id)
         if (!isTerminalVmmState(view.state) && (row === undefined || isTerminalVmmState(row.vmm.state) || row.instanceDestroyed)) {
           if (young(view.createdAt)) { count('orphansWaiting'); continue }
@@ -144,7 +143,6 @@ export function createReconciler (deps: ReconcilerDependencies) {
           { vmmId: vmm.id, instanceId: vmm.instanceId }, () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
       }
       for (const stray of strays) {
-        heartbeat()
         if (young(stray.startedAt)) { count('straysWaiting'); continue }
         await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
           {}, () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
@@ -209,7 +207,6 @@ export function createReconciler (deps: ReconcilerDependencies) {
       )
       const closed: string[] = []
       for (const op of rows as OperationInFlight[]) {
-        heartbeat()
         if (!await closeIfAbandoned(pool, op, 'no workflow was running this operation any more (found by the reconciler)')) continue
         const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
         log.warn(action, { instanceId: op.instance_id })

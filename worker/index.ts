@@ -9,6 +9,7 @@ import type { WorkerConfig } from '../config/index.js'
 import { createPool } from '../db/pool.js'
 import { createActivities } from '../activities/index.js'
 import type { Logger } from '../log/logger.js'
+import { heartbeatWhileRunning } from './activity-heartbeats.js'
 import { ensureReconcileSchedule } from './reconcile-schedule.js'
 import { WORKER_TUNING } from './tuning.js'
 import { WORKFLOW_BUNDLE_PATH } from './workflow-bundle.js'
@@ -43,6 +44,7 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
       workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
+      interceptors: { activity: [heartbeatWhileRunning] },
       ...WORKER_TUNING,
       activities: createActivities({
         pool,

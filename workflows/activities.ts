@@ -57,10 +57,15 @@ function isSeriesTimeout (err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_CLOSE'
 }
 
-/** PostgreSQL: an instance's record, its VMMs and placement. */
+/**
+ * PostgreSQL: an instance's record, its VMMs and placement. The worker heartbeats while a write
+ * runs (worker/activity-heartbeats.ts), so a worker that dies holding one (with eager dispatch,
+ * the worker that decided it) is noticed within 2 s, not at the start-to-close timeout.
+ */
 export const records = persistent(proxyActivities<Activities>({
   startToCloseTimeout: '10 seconds',
   scheduleToCloseTimeout: SERIES_TIMEOUT,
+  heartbeatTimeout: '2 seconds',
   retry: {
     initialInterval: '200 milliseconds',
     backoffCoefficient: 2,
@@ -71,7 +76,7 @@ export const records = persistent(proxyActivities<Activities>({
 
 /**
  * Calls that leave the worker for host agents (or, to fence a host, for Temporal itself): each
- * bounded by its client's timeout and retried with backoff. The activities heartbeat while they
+ * bounded by its client's timeout and retried with backoff. The worker heartbeats while they
  * wait, so a worker that dies holding one is noticed within the heartbeat timeout.
  */
 export const agents = persistent(proxyActivities<Activities>({
@@ -89,7 +94,7 @@ export const agents = persistent(proxyActivities<Activities>({
 }))
 
 /**
- * The reconciler's work: a whole host's inventory in one call, heartbeating as it goes. A pass
+ * The reconciler's work: a whole host's inventory in one call, heartbeating as it runs. A pass
  * that keeps failing gives up; the next one, a period later, starts afresh.
  */
 export const reconciler = proxyActivities<Activities>({

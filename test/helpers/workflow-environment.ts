@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import type { Client } from '@temporalio/client'
 import { TestWorkflowEnvironment } from '@temporalio/testing'
 import { Worker } from '@temporalio/worker'
+import { heartbeatWhileRunning } from '../../worker/activity-heartbeats.js'
 import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
 import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
 import { WorkflowWorld } from './workflow-world.js'
@@ -28,6 +29,8 @@ export async function startWorkflowEnvironment (taskQueue: string): Promise<Work
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
+    // As the real worker: its activities heartbeat, so a stub that takes its time is not timed out.
+    interceptors: { activity: [heartbeatWhileRunning] },
     activities: world.activities()
   })
   const running = worker.run()
