@@ -6,8 +6,8 @@
  * or froze is tried again on another worker at once, instead of after its start-to-close
  * timeout. With eager dispatch an activity runs on the worker that scheduled it, so a killed
  * worker always holds the write it had just decided: before the writes heartbeated, a stop whose
- * worker was killed was recorded 10 s late. Activities that report progress heartbeat on their
- * own as well (the reconciler); local activities have no heartbeat.
+ * worker was killed was recorded 10 s late. The activities themselves no longer heartbeat; local
+ * activities have no heartbeat.
  */
 import type { ActivityInterceptorsFactory } from '@temporalio/worker'
 

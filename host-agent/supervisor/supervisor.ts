@@ -7,10 +7,10 @@
  * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID resolves the images
  * (refusing names that escape the image directory), writes the record, and only then spawns
  * the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
- * first. The answer is the VMM's first report: `starting` is not sent again through the outbox,
- * which saves each create a signal and a workflow task. An ID that belongs to another instance, or whose VMM was destroyed, is refused with
- * 409: the record of a destroyed VMM is a tombstone, so a retry that arrives after a delete can
- * never bring the VMM back.
+ * first. The answer is the VMM's first report: `starting` is not sent again through the
+ * outbox, which saves each create a signal and a workflow task. An ID that belongs to another
+ * instance, or whose VMM was destroyed, is refused with 409: the record of a destroyed VMM is a
+ * tombstone, so a retry that arrives after a delete can never bring the VMM back.
  *
  * Start-up adopts instead of killing. Each record's process is looked for (adoption.ts): found,
  * it is adopted and resumes what it was doing (a boot, a reboot, a stop with its deadline); not
