@@ -13,6 +13,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { HostAgentClient } from '../../activities/host-agent-client.js'
 import { api, launchStack, type LaunchedStack } from '../dev-stack/launcher.js'
 import { waitFor } from '../dev-stack/wait.js'
 import { REPO_ROOT } from '../tools/paths.js'
@@ -64,6 +65,7 @@ const stack = await launchStack({
   outputDir: join(REPO_ROOT, 'test-output', 'bench'),
   env: { VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: '1', VMPLANE_API_RATE_LIMIT: '100000000' }
 })
+const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 5000 })
 let serial = 0
 try {
   const results: Record<string, Record<string, { p50Ms: number, p99Ms: number, maxMs: number }>> = {}
@@ -95,9 +97,7 @@ async function instance (id: string): Promise<{ state: string, operation: unknow
 /** Whether the VMM's host agent has it: its record exists and its process is being started. */
 async function agentHas (vmm: { id: string, hostId: string }): Promise<boolean> {
   const host = stack.info.hosts.find((h) => h.id === vmm.hostId)
-  if (host === undefined) return false
-  const answer = await fetch(`${host.url}/v1/vmms/${vmm.id}`, { headers: { authorization: `Bearer ${stack.info.agentToken}` } })
-  return answer.status === 200
+  return host !== undefined && await agents.findVmm(host.url, vmm.id) !== null
 }
 
 /** Creates RUNS instances of the case, stops them together, and returns each one's overshoot in ms. */
