@@ -13,6 +13,7 @@ import openapi from './plugins/openapi.js'
 import operationFinishes from './plugins/operation-finishes.js'
 import problemDetails from './plugins/problem-details.js'
 import rateLimit from './plugins/rate-limit.js'
+import routeProblems from './plugins/route-problems.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
 import health from './routes/health.js'
@@ -28,6 +29,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   fastify.setValidatorCompiler(validatorCompiler)
   fastify.setSerializerCompiler(serializerCompiler)
   await fastify.register(problemDetails)
+  await fastify.register(routeProblems)
   await fastify.register(metrics)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
   await fastify.register(operationFinishes, { databaseUrl: opts.databaseUrl })

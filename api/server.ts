@@ -3,12 +3,15 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { ApiConfig } from '../config/index.js'
 import type { Logger } from '../log/logger.js'
 import app from './app.js'
+import { clientErrorHandler, frameworkErrors } from './plugins/problem-details.js'
 
 export async function buildServer (config: ApiConfig, logger: Logger): Promise<FastifyInstance> {
   const fastify = Fastify({
     // pino's Logger and Fastify's logger interface differ only in their generic parameters.
     loggerInstance: logger as FastifyBaseLogger,
-    bodyLimit: 64 * 1024
+    bodyLimit: 64 * 1024,
+    frameworkErrors,
+    clientErrorHandler
   })
   await fastify.register(app, config)
   return fastify

@@ -13,17 +13,15 @@
  *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
  */
 import { z } from 'zod'
-import { INSTANCE_NAME_PATTERN, LIMITS, isSafeImageName } from './limits.js'
+import { CMDLINE_PATTERN, CMDLINE_RULE, IMAGE_NAME_PATTERN, IMAGE_NAME_RULE, INSTANCE_NAME_PATTERN, LIMITS } from './limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
-export const imageNameSchema = z
-  .string()
-  .refine(isSafeImageName, 'must be a relative path inside the image directory, without `..`')
+export const imageNameSchema = z.string().max(LIMITS.imageNameMaxLength).regex(IMAGE_NAME_PATTERN, IMAGE_NAME_RULE)
 
 export const bootSourceSchema = z.strictObject({
   kernel: imageNameSchema,
   initramfs: imageNameSchema.optional(),
-  cmdline: z.string().max(LIMITS.cmdlineMaxLength).optional()
+  cmdline: z.string().max(LIMITS.cmdlineMaxLength).regex(CMDLINE_PATTERN, CMDLINE_RULE).optional()
 })
 
 export const vmmSpecSchema = z.strictObject({

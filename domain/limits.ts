@@ -21,11 +21,21 @@ export const DEFAULT_STOP_GRACE_SECONDS = 30
 export const INSTANCE_NAME_PATTERN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/
 
 /**
- * Image names are relative paths inside a host's image directory: no leading slash, no `..`
- * segment, no empty segment. The host agent also resolves symlinks before it trusts one.
+ * Image names are relative paths inside a host's image directory: segments of letters, digits,
+ * `.`, `_`, `+` and `-`, separated by single slashes, none starting with a dot (so no `.` or `..`
+ * segment, no leading slash, no empty segment). The host agent also resolves symlinks before it
+ * trusts one.
  */
+export const IMAGE_NAME_PATTERN = /^[A-Za-z0-9_+-][A-Za-z0-9._+-]*(\/[A-Za-z0-9_+-][A-Za-z0-9._+-]*)*$/
+export const IMAGE_NAME_RULE = 'must be a relative path inside the image directory: segments of letters, digits, `.`, `_`, `+` and `-` separated by `/`, none starting with `.`'
+
 export function isSafeImageName (name: string): boolean {
-  if (name.length === 0 || name.length > LIMITS.imageNameMaxLength) return false
-  if (name.startsWith('/') || name.includes('\0')) return false
-  return name.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..')
+  return name.length <= LIMITS.imageNameMaxLength && IMAGE_NAME_PATTERN.test(name)
 }
+
+/**
+ * A kernel command line is printable ASCII: the kernel parses bytes, and a control character or
+ * anything beyond ASCII (which PostgreSQL or the VMM's API might also refuse) is a mistake.
+ */
+export const CMDLINE_PATTERN = /^[\x20-\x7e]*$/
+export const CMDLINE_RULE = 'must be printable ASCII: letters, digits, spaces and punctuation, no control characters'

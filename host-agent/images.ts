@@ -1,6 +1,6 @@
 /**
  * Boot images are named relative to the host's image directory and must stay inside it. A name
- * is checked as text (no absolute path, no `..`, see `isSafeImageName`) and then resolved with
+ * is checked as text (`IMAGE_NAME_PATTERN`: no absolute path, no `..`) and then resolved with
  * realpath, so a symlink pointing out of the directory is refused as well. The VMM is given the
  * resolved path, not the name.
  */
@@ -8,7 +8,7 @@ import { constants } from 'node:fs'
 import { access, realpath, stat } from 'node:fs/promises'
 import { join, sep } from 'node:path'
 import type { VmmSpec } from '../domain/host-agent-api.js'
-import { isSafeImageName } from '../domain/limits.js'
+import { IMAGE_NAME_RULE, isSafeImageName } from '../domain/limits.js'
 import type { ResolvedBootFiles } from './cloud-hypervisor/vm-config.js'
 
 /** A request named an image that is not a readable file inside the image directory. */
@@ -21,7 +21,7 @@ export class ImageResolver {
 
   async resolve (name: string): Promise<string> {
     if (!isSafeImageName(name)) {
-      throw new ImageError(`image '${name}' must be a relative path inside the image directory, without '..'`)
+      throw new ImageError(`image '${name}' ${IMAGE_NAME_RULE}`)
     }
     let root: string
     let resolved: string

@@ -20,11 +20,11 @@ import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { v5 as uuidv5 } from 'uuid'
+import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../schemas/common.js'
 import { ApiProblem } from './problem-details.js'
 
 /** The namespace of IDs derived from idempotency keys (a fixed, random UUID). */
 const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
-const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/
 /** How long a claim outlives its request's `?wait=`: more than a request takes to be answered. */
 const CLAIM_MARGIN_SECONDS = 30
 
@@ -66,9 +66,9 @@ export default fp(async (fastify) => {
   fastify.decorate('idempotent', async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key']
     if (key === undefined || request.method === 'GET') return
-    if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
-      throw new ApiProblem(400, 'Bad Request', 'headers.idempotency-key: must be 1 to 255 printable ASCII characters', [
-        { path: 'headers.idempotency-key', message: 'must be 1 to 255 printable ASCII characters' }
+    if (typeof key !== 'string' || !IDEMPOTENCY_KEY_PATTERN.test(key)) {
+      throw new ApiProblem(400, 'Bad Request', `headers.idempotency-key: ${IDEMPOTENCY_KEY_RULE}`, [
+        { path: 'headers.idempotency-key', message: IDEMPOTENCY_KEY_RULE }
       ])
     }
     const hash = requestHash(request)

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { RECONCILE_SCHEDULE_ID } from '../../workflows/definitions.js'
-import { problemResponses } from '../schemas/common.js'
+import { queryInteger } from '../schemas/common.js'
 
 const passSchema = z.object({
   id: z.uuid(),
@@ -21,7 +21,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     schema: {
       tags: ['admin'],
       summary: 'Run a reconciler pass now',
-      response: { 202: z.object({ scheduleId: z.string(), triggered: z.literal(true) }), ...problemResponses }
+      response: { 202: z.object({ scheduleId: z.string(), triggered: z.literal(true) }) }
     }
   }, async (_request, reply) => {
     await fastify.temporal.schedule.getHandle(RECONCILE_SCHEDULE_ID).trigger()
@@ -32,8 +32,8 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     schema: {
       tags: ['admin'],
       summary: "The reconciler's last passes, newest first",
-      querystring: z.strictObject({ limit: z.coerce.number().int().min(1).max(100).default(10) }),
-      response: { 200: z.object({ items: z.array(passSchema) }), ...problemResponses }
+      querystring: z.strictObject({ limit: queryInteger(1, 100).default(10) }),
+      response: { 200: z.object({ items: z.array(passSchema) }) }
     }
   }, async (request) => {
     const { rows } = await fastify.db.query(

@@ -7,6 +7,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { ApiProblem } from '../plugins/problem-details.js'
+import { problemContent } from '../plugins/route-problems.js'
 
 /** A worker long-polls continuously; one not seen for this long is gone. */
 const WORKER_SEEN_WITHIN_MS = 90_000
@@ -26,7 +27,8 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
         200: z.object({
           status: z.literal('ready'),
           activeHosts: z.number().int().describe('hosts that can take work now; a start made while there is none waits for one (NoCapacity)')
-        })
+        }),
+        503: problemContent
       }
     }
   }, async () => {

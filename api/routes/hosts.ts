@@ -1,11 +1,10 @@
 /** `/v1/hosts`: the hypervisor hosts, their status and capacity. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
-import { problemResponses } from '../schemas/common.js'
 import { hostListSchema } from '../schemas/hosts.js'
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   fastify.get('/hosts', {
-    schema: { tags: ['hosts'], summary: 'List hosts', response: { 200: hostListSchema, ...problemResponses } }
+    schema: { tags: ['hosts'], summary: 'List hosts', response: { 200: hostListSchema } }
   }, async () => ({ items: await fastify.instancesRepository.listHosts() }))
 }
 

@@ -2,7 +2,7 @@
 import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { ApiProblem } from '../plugins/problem-details.js'
-import { idempotencyHeaders, idParamsSchema, problemResponses } from '../schemas/common.js'
+import { idempotencyHeaders, idParamsSchema } from '../schemas/common.js'
 import {
   acceptedSchema,
   createInstanceBody,
@@ -19,7 +19,7 @@ import type { Accepted } from '../services/instance-requests.js'
 import { waitForOperation } from '../services/operation-waiter.js'
 
 const tags = ['instances']
-const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema, ...problemResponses }
+const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema }
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   const requests = fastify.instanceRequests
@@ -44,11 +44,11 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }, async (request, reply) => await send(reply, request.query.wait, requests.create(request.body, request.newId)))
 
   fastify.get('/instances', {
-    schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema, ...problemResponses } }
+    schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema } }
   }, async (request) => await fastify.instancesRepository.list(request.query))
 
   fastify.get('/instances/:id', {
-    schema: { tags, summary: 'Get an instance', params: idParamsSchema, response: { 200: instanceSchema, ...problemResponses } }
+    schema: { tags, summary: 'Get an instance', params: idParamsSchema, response: { 200: instanceSchema } }
   }, async (request) => {
     const instance = await fastify.instancesRepository.find(request.params.id)
     if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
@@ -61,7 +61,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       summary: "An instance's history: every state change and why, newest first",
       params: idParamsSchema,
       querystring: listEventsQuery,
-      response: { 200: eventListSchema, ...problemResponses }
+      response: { 200: eventListSchema }
     }
   }, async (request) => {
     const events = await fastify.instancesRepository.listEvents(request.params.id, request.query)

@@ -11,21 +11,34 @@ export const problemSchema = z.object({
   errors: z.array(z.object({ path: z.string(), message: z.string() })).optional()
 }).meta({ id: 'Problem' })
 
-export const problemResponses = {
-  400: problemSchema,
-  401: problemSchema,
-  403: problemSchema,
-  404: problemSchema,
-  409: problemSchema,
-  422: problemSchema,
-  429: problemSchema,
-  503: problemSchema
+export const idParamsSchema = z.strictObject({ id: z.uuid() })
+
+/** A page's cursor, as the API returns it (api/services/instances-repository.ts): base64url. */
+export const cursorSchema = z.string().max(200).regex(/^[A-Za-z0-9_-]+$/, 'is not a cursor this API returned')
+
+const DIGITS = /^[0-9]+$/
+
+/**
+ * A whole number in a query string, documented as the integer it is. Only digits are read as a
+ * number: an empty value (`?wait=`, `?wait`), a sign, a space or a typo is a 400 naming the
+ * parameter, never 0, so a slip cannot turn a stop with a grace period into "kill now".
+ */
+export function queryInteger (min: number, max: number) {
+  return z.preprocess(
+    (value) => typeof value === 'string' && DIGITS.test(value) ? Number(value) : value,
+    z.int({
+      error: (issue) => issue.code !== 'invalid_type'
+        ? undefined
+        : typeof issue.input === 'number' ? `must be at most ${max}` : 'must be a whole number written in digits'
+    }).min(min).max(max)
+  )
 }
 
-export const idParamsSchema = z.strictObject({ id: z.uuid() })
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/
+export const IDEMPOTENCY_KEY_RULE = 'must be 1 to 255 printable ASCII characters'
 
 /** Mutating requests may carry an Idempotency-Key (plugins/idempotency.ts). */
 export const idempotencyHeaders = z.object({
-  'idempotency-key': z.string().optional()
+  'idempotency-key': z.string().regex(IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE).optional()
     .describe('retries with the same key and request get the first answer, and create nothing twice; another request with the key is 422')
 })

@@ -5,6 +5,7 @@ import { bootSourceSchema } from '../../domain/host-agent-api.js'
 import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
+import { cursorSchema, queryInteger } from './common.js'
 import { operationSchema } from './operations.js'
 
 const graceSeconds = z
@@ -30,17 +31,18 @@ export const stopInstanceBody = z.strictObject({
 
 /** `?wait=<seconds>` on a mutating request (api/services/operation-waiter.ts). */
 export const waitQuery = z.strictObject({
-  wait: z.coerce.number().int().min(LIMITS.waitSeconds.min).max(LIMITS.waitSeconds.max).optional()
+  wait: queryInteger(LIMITS.waitSeconds.min, LIMITS.waitSeconds.max).optional()
     .describe('hold the answer up to this many seconds until the operation ends: 200 with its outcome, or 202 if it is still running')
 })
 
 export const deleteInstanceQuery = waitQuery.extend({
-  graceSeconds: z.coerce.number().pipe(graceSeconds).optional()
+  graceSeconds: queryInteger(LIMITS.stopGraceSeconds.min, LIMITS.stopGraceSeconds.max).optional()
+    .describe("overrides the instance's stopGraceSeconds; 0 kills the VMM at once")
 })
 
 export const listInstancesQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(500).default(50),
-  cursor: z.string().max(200).optional(),
+  limit: queryInteger(1, 500).default(50),
+  cursor: cursorSchema.optional(),
   state: z.enum(INSTANCE_STATES).optional()
 })
 
@@ -86,8 +88,8 @@ export const acceptedSchema = z.object({
 })
 
 export const listEventsQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(500).default(50),
-  cursor: z.string().max(200).optional()
+  limit: queryInteger(1, 500).default(50),
+  cursor: cursorSchema.optional()
 })
 
 export const eventSchema = z.object({

@@ -17,6 +17,7 @@ import { ensureDatabase, preparePostgres, waitForPostgres } from '../../scripts/
 
 export interface TestDatabase {
   pool: Pool
+  databaseUrl: string
   stop: () => Promise<void>
 }
 
@@ -37,6 +38,7 @@ export async function startDatabase (): Promise<TestDatabase> {
   const pool = createPool(server.databaseUrl, 4)
   return {
     pool,
+    databaseUrl: server.databaseUrl,
     async stop () {
       await pool.end()
       postgres.kill('SIGINT')
