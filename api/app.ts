@@ -13,7 +13,7 @@ import openapi from './plugins/openapi.js'
 import operationFinishes from './plugins/operation-finishes.js'
 import problemDetails from './plugins/problem-details.js'
 import rateLimit from './plugins/rate-limit.js'
-import routeProblems from './plugins/route-problems.js'
+import routeContract from './plugins/route-contract.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
 import health from './routes/health.js'
@@ -28,8 +28,11 @@ export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' |
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
   fastify.setSerializerCompiler(serializerCompiler)
+  // The API reads JSON only: a body of another type is a 415, even on a route that reads none,
+  // rather than text Fastify would parse and the route ignore.
+  fastify.removeContentTypeParser('text/plain')
   await fastify.register(problemDetails)
-  await fastify.register(routeProblems)
+  await fastify.register(routeContract)
   await fastify.register(metrics)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
   await fastify.register(operationFinishes, { databaseUrl: opts.databaseUrl })

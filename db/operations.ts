@@ -2,6 +2,11 @@
  * The row of an accepted operation, written by whoever starts its workflow (the API, the
  * reconciler) once the workflow has it — and by the workflow itself too: whichever comes first
  * creates it.
+ *
+ * Both lock the instance's row before they touch the operation's, so they queue instead of
+ * deadlocking: the workflow's change locks the instance first (activities/instance-records.ts),
+ * and a plain insert here would take the operation's key first and the instance (its foreign
+ * key) second.
  */
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { OperationRequest } from '../domain/requests.js'
@@ -14,7 +19,7 @@ function paramsOf (request: OperationRequest): Record<string, unknown> {
 export async function insertOperation (db: Pool | PoolClient, request: OperationRequest, runId: string): Promise<void> {
   await db.query(
     `INSERT INTO operations (id, instance_id, kind, status, params, workflow_id, run_id, started_at)
-     VALUES ($1, $2, $3, 'running', $4, $5, $6, $7)
+     SELECT $1, i.id, $3, 'running', $4, $5, $6, $7 FROM instances i WHERE i.id = $2 FOR KEY SHARE
      ON CONFLICT (id) DO NOTHING`,
     [request.operationId, request.instanceId, request.kind, JSON.stringify(paramsOf(request)), instanceWorkflowId(request.instanceId), runId, request.requestedAt]
   )

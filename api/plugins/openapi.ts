@@ -2,7 +2,7 @@
  * OpenAPI from the same zod schemas that validate requests (`/openapi.json`), and Swagger UI
  * to try them (`/docs`). OpenAPI 3.1, whose schemas are JSON Schema 2020-12 as zod writes them:
  * 3.0 cannot say "this object, or null" of a shared schema. What each route may answer beyond
- * its successes, and which routes need the token, is added by plugins/route-problems.ts.
+ * its successes, and which routes need the token, is added by plugins/route-contract.ts.
  */
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'

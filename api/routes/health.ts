@@ -7,7 +7,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { ApiProblem } from '../plugins/problem-details.js'
-import { problemContent } from '../plugins/route-problems.js'
+import { problemContent } from '../plugins/route-contract.js'
 
 /** A worker long-polls continuously; one not seen for this long is gone. */
 const WORKER_SEEN_WITHIN_MS = 90_000

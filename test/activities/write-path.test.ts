@@ -6,11 +6,13 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { insertInstance } from '../../db/instances.js'
-import { recordInstanceChange, type InstanceChange } from '../../activities/instance-records.js'
+import { applyInstanceChange, recordInstanceChange, type InstanceChange } from '../../activities/instance-records.js'
+import { insertOperation } from '../../db/operations.js'
 import { placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
 import { decisionKeys } from '../../domain/decisions.js'
 import type { VmmReport } from '../../domain/vmm.js'
 import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 describe('the write path in PostgreSQL', () => {
   let db: TestDatabase
@@ -125,5 +127,28 @@ describe('the write path in PostgreSQL', () => {
     const result = await recordInstanceChange(db.pool, { ...stateChange(id, 'test/running', 'running'), observations: [report('running', 2), report('starting', 1)] })
     assert.deepEqual(result.vmms.map((v) => [v.state, v.generation]), [['running', 2]])
     assert.equal(result.snapshot.activeVmm?.state, 'running')
+  })
+
+  it('lets the API write an operation\'s row while the workflow records the same operation, without a deadlock', async () => {
+    // The workflow's change locks the instance, then upserts the operation; the API's insert of
+    // the operation used to take the operation's key first and the instance (its foreign key)
+    // second, and PostgreSQL broke the cycle by failing one of them ("deadlock detected"): a
+    // 500 for a stop, found by the contract test.
+    const id = await newInstance()
+    const opId = randomUUID()
+    const workflow = await db.pool.connect()
+    try {
+      await workflow.query('BEGIN')
+      await workflow.query('SELECT 1 FROM instances WHERE id = $1 FOR UPDATE', [id])
+      const api = insertOperation(db.pool, { kind: 'stop', operationId: opId, instanceId: id, requestedAt: new Date().toISOString(), graceSeconds: 30 }, 'run-1')
+      await sleep(200)
+      await applyInstanceChange(workflow, { ...stateChange(id, decisionKeys.finished(opId), 'stopped'), operation: operation(opId, 'succeeded') })
+      await workflow.query('COMMIT')
+      await api
+    } finally {
+      workflow.release()
+    }
+    const { rows } = await db.pool.query('SELECT status FROM operations WHERE id = $1', [opId])
+    assert.equal(rows[0].status, 'succeeded', 'the outcome the workflow recorded stands')
   })
 })

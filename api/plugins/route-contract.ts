@@ -1,7 +1,12 @@
 /**
- * What a route may answer besides its own successes, written into its schema as each route is
- * added, so that `/openapi.json` lists every status the API can give and the serializer checks
- * every problem body against the document. Routes declare only what is theirs: their successes.
+ * What every route promises beyond what it declares, written into its schema as it is added.
+ *
+ * A route that reads no query refuses one (`?bogus=1` is a 400, as on routes that read some), so
+ * that a misspelt parameter is never silently ignored.
+ *
+ * A route may answer problems besides its own successes; they are listed in its schema, so that
+ * `/openapi.json` has every status the API can give and the serializer checks every problem body
+ * against the document. Routes declare only what is theirs: their successes.
  *
  * The rules follow where each answer comes from:
  * - any route: 400 (a malformed URL or request), 408, 431 (Node's HTTP layer) and 500 (a bug);
@@ -14,6 +19,7 @@
  */
 import type { RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
+import { z } from 'zod'
 import { problemSchema } from '../schemas/common.js'
 
 const READ_METHODS = new Set(['GET', 'HEAD'])
@@ -42,5 +48,6 @@ export default fp(async (fastify) => {
     const response = (route.schema.response ?? {}) as Record<string, unknown>
     route.schema.response = { ...problems, ...response }
     route.schema.security = route.url.startsWith('/v1/') ? [{ bearer: [] }] : []
+    route.schema.querystring ??= z.strictObject({})
   })
-}, { name: 'route-problems' })
+}, { name: 'route-contract' })

@@ -1,0 +1,73 @@
+/**
+ * Sends contract requests as they are written (node:http, which leaves an invalid path or query
+ * alone where fetch would normalise it), holds each answer to the document, and counts.
+ */
+import { Agent, request as httpRequest } from 'node:http'
+import type { Answer, Contract } from './document.js'
+import type { ContractRequest } from './requests.js'
+
+const agent = new Agent({ keepAlive: true, maxSockets: 4 })
+
+export function send (baseUrl: string, request: ContractRequest): Promise<Answer> {
+  const { hostname, port } = new URL(baseUrl)
+  return new Promise((resolve, reject) => {
+    const outgoing = httpRequest({ agent, hostname, port, method: request.method, path: request.url, headers: request.headers }, (response) => {
+      const chunks: Buffer[] = []
+      response.on('data', (chunk: Buffer) => chunks.push(chunk))
+      response.on('end', () => resolve({
+        status: response.statusCode ?? 0,
+        contentType: response.headers['content-type'] ?? null,
+        body: Buffer.concat(chunks).toString()
+      }))
+      response.on('error', reject)
+    })
+    outgoing.on('error', reject)
+    outgoing.end(request.body ?? undefined)
+  })
+}
+
+/** What a run of requests got: counts by route and status, and every breach of the contract. */
+export class ContractRun {
+  readonly breaches: string[] = []
+  private readonly counts = new Map<string, Map<number, number>>()
+  total = 0
+
+  constructor (private readonly contract: Contract, private readonly baseUrl: string) {}
+
+  /** Sends a request, and records what is wrong with its answer, including what `expect` says. */
+  async run (request: ContractRequest, expect: (status: number) => string | null): Promise<Answer> {
+    const answer = await send(this.baseUrl, request)
+    this.total++
+    const route = `${request.method} ${request.operation.path}`
+    const byStatus = this.counts.get(route) ?? new Map<number, number>()
+    byStatus.set(answer.status, (byStatus.get(answer.status) ?? 0) + 1)
+    this.counts.set(route, byStatus)
+    const wrong = [expect(answer.status), ...this.contract.breaches(request.operation, answer)].filter((b) => b !== null)
+    for (const breach of wrong) this.breaches.push(`${request.method} ${request.url.slice(0, 120)} (${request.variation}): ${breach}`)
+    return answer
+  }
+
+  /** Routes of the document that no request reached. */
+  unreached (): string[] {
+    return this.contract.operations.map((o) => `${o.method} ${o.path}`).filter((route) => !this.counts.has(route))
+  }
+
+  /** The counts, one line per route: `GET /v1/instances  200×12 400×80 …`. */
+  report (): string {
+    const width = Math.max(...[...this.counts.keys()].map((route) => route.length))
+    return [...this.counts.entries()].sort().map(([route, byStatus]) => {
+      const statuses = [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`).join(' ')
+      return `${route.padEnd(width)}  ${statuses}`
+    }).join('\n')
+  }
+}
+
+/** A refused request: a 4xx. */
+export function refused (status: number): string | null {
+  return status >= 400 && status < 500 ? null : `a hostile request was answered ${status}, not refused with a 4xx`
+}
+
+/** A valid request: anything but a 5xx (409, 404 and the like are answers too). */
+export function answered (status: number): string | null {
+  return status < 500 ? null : `answered ${status}`
+}
