@@ -13,7 +13,7 @@ import openapi from './plugins/openapi.js'
 import operationFinishes from './plugins/operation-finishes.js'
 import problemDetails from './plugins/problem-details.js'
 import rateLimit from './plugins/rate-limit.js'
-import routeContract from './plugins/route-contract.js'
+import { apiRouteContract } from './plugins/route-contract.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
 import health from './routes/health.js'
@@ -22,6 +22,7 @@ import instances from './routes/instances.js'
 import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
+import { routeContract } from '../http/route-contract.js'
 
 export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
 
@@ -32,7 +33,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   // rather than text Fastify would parse and the route ignore.
   fastify.removeContentTypeParser('text/plain')
   await fastify.register(problemDetails)
-  await fastify.register(routeContract)
+  await fastify.register(routeContract, apiRouteContract)
   await fastify.register(metrics)
   await fastify.register(database, { databaseUrl: opts.databaseUrl })
   await fastify.register(operationFinishes, { databaseUrl: opts.databaseUrl })

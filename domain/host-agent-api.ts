@@ -14,6 +14,7 @@
  */
 import { z } from 'zod'
 import { CMDLINE_PATTERN, CMDLINE_RULE, IMAGE_NAME_PATTERN, IMAGE_NAME_RULE, INSTANCE_NAME_PATTERN, LIMITS } from './limits.js'
+import { urlInteger } from '../http/url-integer.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
 export const imageNameSchema = z.string().max(LIMITS.imageNameMaxLength).regex(IMAGE_NAME_PATTERN, IMAGE_NAME_RULE)
@@ -97,7 +98,8 @@ export const strayViewSchema = z.object({
 export type StrayView = z.infer<typeof strayViewSchema>
 export const strayListSchema = z.object({ items: z.array(strayViewSchema) })
 
-export const strayParamsSchema = z.strictObject({ pid: z.coerce.number().int().positive() })
+/** PIDs go up to Linux's `pid_max` limit, 2^22. */
+export const strayParamsSchema = z.strictObject({ pid: urlInteger(1, 2 ** 22) })
 /** The start time names the process: a PID reused since the listing is not the stray. */
 export const strayQuerySchema = z.strictObject({ startTime: z.string().regex(/^\d+$/) })
 

@@ -1,50 +1,14 @@
 /**
- * OpenAPI from the same zod schemas that validate requests (`/openapi.json`), and Swagger UI
- * to try them (`/docs`). OpenAPI 3.1, whose schemas are JSON Schema 2020-12 as zod writes them:
- * 3.0 cannot say "this object, or null" of a shared schema. What each route may answer beyond
- * its successes, and which routes need the token, is added by plugins/route-contract.ts.
+ * The API's OpenAPI document (`/openapi.json`, http/openapi.ts) and Swagger UI to try it (`/docs`).
  */
-import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import fp from 'fastify-plugin'
-import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod'
-
-type Document = ReturnType<typeof jsonSchemaTransformObject>
-interface Operation { requestBody?: { required?: boolean, content?: Record<string, { schema?: { anyOf?: Array<{ type?: string }> } }> } }
-
-/**
- * @fastify/swagger marks every request body required; a body whose schema takes null (the
- * stop's) may also be left out, and the document says so.
- */
-function optionalBodies (document: Document): Document {
-  const paths = ('paths' in document ? document.paths : undefined) ?? {}
-  for (const operations of Object.values(paths) as Array<Record<string, Operation>>) {
-    for (const operation of Object.values(operations)) {
-      const schema = operation.requestBody?.content?.['application/json']?.schema
-      if (operation.requestBody !== undefined && schema?.anyOf?.some((option) => option.type === 'null') === true) {
-        operation.requestBody.required = false
-      }
-    }
-  }
-  return document
-}
+import { openApiDocument } from '../../http/openapi.js'
 
 export default fp(async (fastify) => {
-  await fastify.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'vmplane',
-        description: 'Virtual machines on Cloud Hypervisor hosts. Every request that changes an instance runs as a Temporal workflow under `instance-<id>`.',
-        version: '1'
-      },
-      components: {
-        securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }
-      }
-    },
-    transform: jsonSchemaTransform,
-    transformObject: (input) => optionalBodies(jsonSchemaTransformObject(input))
+  await fastify.register(openApiDocument, {
+    title: 'vmplane',
+    description: 'Virtual machines on Cloud Hypervisor hosts. Every request that changes an instance runs as a Temporal workflow under `instance-<id>`.'
   })
   await fastify.register(swaggerUi, { routePrefix: '/docs' })
-  fastify.get('/openapi.json', { schema: { hide: true } }, async () => fastify.swagger())
 }, { name: 'openapi' })

@@ -3,16 +3,14 @@
  * what was wrong: each invalid field for validation errors, the state and the operation in flight
  * for conflicts. A 5xx never reveals internals; it is logged instead.
  *
- * Three ways in: the error handler of the app (this plugin), Fastify's router errors before any
- * route runs (`frameworkErrors`: a malformed URL, a path parameter too long) and Node's HTTP
- * layer (`clientErrorHandler`: a request that does not parse, headers too large, a timeout).
- * The last two are Fastify options, set where the server is built (api/server.ts).
+ * Three ways in: the error handler of the app (this plugin), and the errors no route handles
+ * (http/framework-errors.ts), through Fastify options set where the server is built
+ * (api/server.ts).
  */
-import { STATUS_CODES } from 'node:http'
-import type { Socket } from 'node:net'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
+import { clientErrorHandler as handleClientError, frameworkErrorDetail } from '../../http/framework-errors.js'
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
@@ -75,29 +73,14 @@ function toProblem (err: FastifyError): ApiProblem {
 
 /** Fastify's `frameworkErrors`: the router's errors, met before any route or hook runs. */
 export function frameworkErrors (err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const detail = err.code === 'FST_ERR_BAD_URL'
-    ? 'the URL is not valid: a percent-encoded sequence is not UTF-8'
-    : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-      ? 'a path parameter is longer than 100 characters'
-      : err.message
-  return send(reply, request, toProblem(Object.assign(err, { message: detail })))
+  return send(reply, request, toProblem(Object.assign(err, { message: frameworkErrorDetail(err) })))
 }
 
 /** Fastify's `clientErrorHandler`: a request Node's HTTP parser refused, answered on the socket. */
-export function clientErrorHandler (err: NodeJS.ErrnoException, socket: Socket): void {
-  // A reset connection has nobody left to answer.
-  if (err.code === 'ECONNRESET' || socket.destroyed) return
-  const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400
-  const detail = status === 408
-    ? 'the request was not received in time'
-    : status === 431 ? 'the request\'s headers are larger than the server accepts' : `the request is not valid HTTP (${err.code ?? 'unknown'})`
-  const body = JSON.stringify({ type: 'about:blank', title: TITLES[status] ?? STATUS_CODES[status], status, detail })
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/problem+json\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
-  }
-  socket.destroy()
-}
+export const clientErrorHandler = handleClientError((status, detail) => ({
+  contentType: 'application/problem+json',
+  text: JSON.stringify({ type: 'about:blank', title: TITLES[status], status, detail })
+}))
 
 export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {

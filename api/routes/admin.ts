@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
 import { RECONCILE_SCHEDULE_ID } from '../../workflows/definitions.js'
-import { queryInteger } from '../schemas/common.js'
+import { urlInteger } from '../../http/url-integer.js'
 
 const passSchema = z.object({
   id: z.uuid(),
@@ -32,7 +32,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     schema: {
       tags: ['admin'],
       summary: "The reconciler's last passes, newest first",
-      querystring: z.strictObject({ limit: queryInteger(1, 100).default(10) }),
+      querystring: z.strictObject({ limit: urlInteger(1, 100).default(10) }),
       response: { 200: z.object({ items: z.array(passSchema) }) }
     }
   }, async (request) => {

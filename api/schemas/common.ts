@@ -16,24 +16,6 @@ export const idParamsSchema = z.strictObject({ id: z.uuid() })
 /** A page's cursor, as the API returns it (api/services/instances-repository.ts): base64url. */
 export const cursorSchema = z.string().max(200).regex(/^[A-Za-z0-9_-]+$/, 'is not a cursor this API returned')
 
-const DIGITS = /^[0-9]+$/
-
-/**
- * A whole number in a query string, documented as the integer it is. Only digits are read as a
- * number: an empty value (`?wait=`, `?wait`), a sign, a space or a typo is a 400 naming the
- * parameter, never 0, so a slip cannot turn a stop with a grace period into "kill now".
- */
-export function queryInteger (min: number, max: number) {
-  return z.preprocess(
-    (value) => typeof value === 'string' && DIGITS.test(value) ? Number(value) : value,
-    z.int({
-      error: (issue) => issue.code !== 'invalid_type'
-        ? undefined
-        : typeof issue.input === 'number' ? `must be at most ${max}` : 'must be a whole number written in digits'
-    }).min(min).max(max)
-  )
-}
-
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/
 export const IDEMPOTENCY_KEY_RULE = 'must be 1 to 255 printable ASCII characters'
 

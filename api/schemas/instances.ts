@@ -5,7 +5,8 @@ import { bootSourceSchema } from '../../domain/host-agent-api.js'
 import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
-import { cursorSchema, queryInteger } from './common.js'
+import { urlInteger } from '../../http/url-integer.js'
+import { cursorSchema } from './common.js'
 import { operationSchema } from './operations.js'
 
 const graceSeconds = z
@@ -31,17 +32,17 @@ export const stopInstanceBody = z.strictObject({
 
 /** `?wait=<seconds>` on a mutating request (api/services/operation-waiter.ts). */
 export const waitQuery = z.strictObject({
-  wait: queryInteger(LIMITS.waitSeconds.min, LIMITS.waitSeconds.max).optional()
+  wait: urlInteger(LIMITS.waitSeconds.min, LIMITS.waitSeconds.max).optional()
     .describe('hold the answer up to this many seconds until the operation ends: 200 with its outcome, or 202 if it is still running')
 })
 
 export const deleteInstanceQuery = waitQuery.extend({
-  graceSeconds: queryInteger(LIMITS.stopGraceSeconds.min, LIMITS.stopGraceSeconds.max).optional()
+  graceSeconds: urlInteger(LIMITS.stopGraceSeconds.min, LIMITS.stopGraceSeconds.max).optional()
     .describe("overrides the instance's stopGraceSeconds; 0 kills the VMM at once")
 })
 
 export const listInstancesQuery = z.strictObject({
-  limit: queryInteger(1, 500).default(50),
+  limit: urlInteger(1, 500).default(50),
   cursor: cursorSchema.optional(),
   state: z.enum(INSTANCE_STATES).optional()
 })
@@ -88,7 +89,7 @@ export const acceptedSchema = z.object({
 })
 
 export const listEventsQuery = z.strictObject({
-  limit: queryInteger(1, 500).default(50),
+  limit: urlInteger(1, 500).default(50),
   cursor: cursorSchema.optional()
 })
 

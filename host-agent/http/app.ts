@@ -1,13 +1,17 @@
 /**
  * The agent's Fastify application: zod validation and serialisation, bearer authentication,
- * the `{error, message}` error bodies, and the routes.
+ * the `{error, message}` error bodies (the router's and Node's HTTP layer's included), the route
+ * contract and the OpenAPI document that says all of it (`/openapi.json`), and the routes.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import type { Logger } from 'pino'
+import { openApiDocument } from '../../http/openapi.js'
+import { routeContract } from '../../http/route-contract.js'
 import { bearerAuth } from './auth.js'
-import { errorHandler, notFoundHandler } from './error-handler.js'
+import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js'
 import { injectFaults } from './fault-injection.js'
+import { agentRouteContract } from './route-contract.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
 /** Requests are small JSON documents; anything larger is refused before it is parsed. */
@@ -20,9 +24,11 @@ export interface AgentAppOptions {
 }
 
 export async function buildAgentApp (options: AgentAppOptions, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: BODY_LIMIT_BYTES })
+  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: BODY_LIMIT_BYTES, frameworkErrors, clientErrorHandler })
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)
+  // The agent reads JSON only: a body of another type is a 415, even on a route that reads none.
+  app.removeContentTypeParser('text/plain')
   app.setErrorHandler(errorHandler)
   app.setNotFoundHandler(notFoundHandler)
   // A body-less request (DELETE, a reboot, a press without deadline) may still say it sends
@@ -34,6 +40,11 @@ export async function buildAgentApp (options: AgentAppOptions, log: Logger, rout
   })
   app.addHook('onRequest', bearerAuth(options.token))
   if (options.faultsFrom !== null) app.addHook('onRequest', injectFaults(options.faultsFrom))
+  await app.register(routeContract, agentRouteContract)
+  await app.register(openApiDocument, {
+    title: 'vmplane host agent',
+    description: 'Manages the Cloud Hypervisor VMMs of one host for the vmplane control plane.'
+  })
   await app.register(agentRoutes, routes)
   return app
 }

@@ -1,5 +1,6 @@
 /**
- * Every error leaves the agent as `{error, message}` with a 4xx or 503 status: schema
+ * Every error leaves the agent as `{error, message}` with a 4xx or 503 status, the router's
+ * and Node's HTTP layer's included (http/framework-errors.ts): schema
  * violations and malformed bodies are 400 (oversized ones 413), refusals carry their own status
  * (errors.ts), and images that do not resolve are 400. Anything else is a bug: it is logged with
  * its stack and answered 500 without details.
@@ -7,6 +8,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod'
+import { clientErrorHandler as handleClientError, frameworkErrorDetail } from '../../http/framework-errors.js'
 import { AgentError } from '../errors.js'
 import { ImageError } from '../images.js'
 
@@ -31,3 +33,14 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
 export function notFoundHandler (request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return send(reply, 404, `no route ${request.method} ${request.url}`)
 }
+
+/** Fastify's `frameworkErrors`: the router's errors (a malformed URL, a path parameter too long). */
+export function frameworkErrors (err: FastifyError, _request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return send(reply, err.statusCode ?? 400, frameworkErrorDetail(err))
+}
+
+/** Fastify's `clientErrorHandler`: a request Node's HTTP parser refused, answered on the socket. */
+export const clientErrorHandler = handleClientError((status, message) => ({
+  contentType: 'application/json',
+  text: JSON.stringify({ error: STATUS_CODES[status] ?? 'Error', message })
+}))

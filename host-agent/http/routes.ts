@@ -34,7 +34,8 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
 
   app.get('/healthz', { schema: { response: { 200: agentHealthSchema } } }, async () => health)
 
-  app.get('/metrics', async (_request, reply) => await reply.type(metrics.contentType).send(await metrics.metrics()))
+  // Prometheus's, not part of the agent's API document.
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => await reply.type(metrics.contentType).send(await metrics.metrics()))
 
   app.get('/v1/vmms', { schema: { response: { 200: vmmListSchema } } }, async () => ({ items: supervisor.list() }))
 

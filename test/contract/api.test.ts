@@ -10,8 +10,8 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { Contract, type Operation } from '../helpers/contract/document.js'
-import { RequestMaker, write, type RequestContext } from '../helpers/contract/requests.js'
-import { ContractRun, answered, refused } from '../helpers/contract/send.js'
+import { RequestMaker, type RequestContext } from '../helpers/contract/requests.js'
+import { ContractRun } from '../helpers/contract/send.js'
 import { stateOf } from '../helpers/contract/state.js'
 import { newInstance, runningInstanceAtRest, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
@@ -34,8 +34,10 @@ describe('the API under requests made from its document', { timeout: 10 * 60_000
     const target = await runningInstanceAtRest(stack, 'contract-target')
     const created: string[] = []
     const operations: string[] = [target.operation?.id ?? randomUUID()]
-    const pick = <T>(items: T[], n: number): T => items[n % items.length]!
+    let picks = 0
+    const pick = <T>(items: T[]): T => items[picks++ % items.length]!
     let n = 0
+    let creates = 0
     let hostilePhase = false
     const context: RequestContext = {
       viewerToken: stack.info.viewerToken,
@@ -44,46 +46,37 @@ describe('the API under requests made from its document', { timeout: 10 * 60_000
       }),
       pathValue: (operation) => {
         n++
-        if (operation.path.startsWith('/v1/operations/')) return pick([...operations, randomUUID()], n)
+        if (operation.path.startsWith('/v1/operations/')) return pick([...operations, randomUUID()])
         // The hostile phase aims at the running instance: a request that slipped through would show.
         if (hostilePhase) return target.id
-        return operation.method === 'GET' ? pick([target.id, ...created, randomUUID()], n) : pick([...created, randomUUID()], n)
+        return operation.method === 'GET' ? pick([target.id, ...created, randomUUID()]) : pick([...created, randomUUID()])
       },
       adjust: (operation, part, value) => {
         if (part === 'query') return { ...value, ...(value.wait === undefined ? {} : { wait: n % 2 }) }
         if (operation.path !== '/v1/instances') return value
         // A create that a small simulated host can run, under a name of its own, half of them booting.
-        const boot = n % 2 === 0 ? newInstance('x').boot : value.boot
-        return { ...value, name: `contract-${created.length}-${n}`, vcpus: 1, memoryMiB: 256, boot, start: n % 4 === 0 }
+        creates++
+        const boot = creates % 2 === 0 ? newInstance('x').boot : value.boot
+        return { ...value, name: `contract-${creates}`, vcpus: 1, memoryMiB: 256, boot, start: creates % 4 === 0 }
       }
     }
     const maker = new RequestMaker(context, 15)
     const run = new ContractRun(contract, stack.apiUrl)
-    const byCreatesFirst = [...contract.operations].sort((a, b) => rank(a) - rank(b))
-
-    for (let round = 0; round < VALID_ROUNDS; round++) {
-      for (const operation of byCreatesFirst) {
-        const answer = await run.run(write(operation, 'valid', maker.valid(operation)), answered)
-        if (operation.path === '/v1/instances' && operation.method === 'POST' && answer.status === 202) {
-          const body = JSON.parse(answer.body) as { instance: InstanceBody }
-          created.push(body.instance.id)
-          if (body.instance.operation !== null) operations.push(body.instance.operation.id)
-        }
-      }
-    }
+    await run.validRounds(maker, VALID_ROUNDS, rank, (operation, answer) => {
+      if (operation.path !== '/v1/instances' || operation.method !== 'POST' || answer.status !== 202) return
+      const body = JSON.parse(answer.body) as { instance: InstanceBody }
+      created.push(body.instance.id)
+      if (body.instance.operation !== null) operations.push(body.instance.operation.id)
+    })
     const valid = run.total
     await atRest(stack, target.id)
 
     hostilePhase = true
     const before = await stateOf(stack)
-    for (const operation of contract.operations) {
-      for (let base = 0; base < HOSTILE_BASES; base++) {
-        for (const request of maker.hostile(operation, maker.valid(operation))) await run.run(request, refused)
-      }
-    }
+    await run.hostileVariations(maker, HOSTILE_BASES)
     const after = await stateOf(stack)
 
-    console.log(`contract: ${run.total} requests, ${valid} valid and ${run.total - valid} hostile, over ${contract.operations.length} routes\n${run.report()}`)
+    console.log(`API contract: ${run.total} requests, ${valid} valid and ${run.total - valid} hostile, over ${contract.operations.length} routes\n${run.report()}`)
     assert.deepEqual(run.breaches, [])
     assert.deepEqual(run.unreached(), [])
     assert.ok(run.total >= MIN_REQUESTS, `${run.total} requests, fewer than ${MIN_REQUESTS}`)

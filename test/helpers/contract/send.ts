@@ -3,15 +3,18 @@
  * alone where fetch would normalise it), holds each answer to the document, and counts.
  */
 import { Agent, request as httpRequest } from 'node:http'
-import type { Answer, Contract } from './document.js'
-import type { ContractRequest } from './requests.js'
+import type { Answer, Contract, Operation } from './document.js'
+import { write, type ContractRequest, type RequestMaker } from './requests.js'
 
 const agent = new Agent({ keepAlive: true, maxSockets: 4 })
 
 export function send (baseUrl: string, request: ContractRequest): Promise<Answer> {
   const { hostname, port } = new URL(baseUrl)
+  // Node frames a DELETE's body with neither Content-Length nor chunking unless told: the server
+  // would read the request as bodyless and the body as the next request.
+  const headers = request.body === null ? request.headers : { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)) }
   return new Promise((resolve, reject) => {
-    const outgoing = httpRequest({ agent, hostname, port, method: request.method, path: request.url, headers: request.headers }, (response) => {
+    const outgoing = httpRequest({ agent, hostname, port, method: request.method, path: request.url, headers }, (response) => {
       const chunks: Buffer[] = []
       response.on('data', (chunk: Buffer) => chunks.push(chunk))
       response.on('end', () => resolve({
@@ -45,6 +48,27 @@ export class ContractRun {
     const wrong = [expect(answer.status), ...this.contract.breaches(request.operation, answer)].filter((b) => b !== null)
     for (const breach of wrong) this.breaches.push(`${request.method} ${request.url.slice(0, 120)} (${request.variation}): ${breach}`)
     return answer
+  }
+
+  /**
+   * Valid requests: `rounds` rounds over every operation, in the order `rank` gives (creates
+   * first, say, so that later requests have something to act on); each answer must not be a 5xx
+   * and goes to `onAnswer`.
+   */
+  async validRounds (maker: RequestMaker, rounds: number, rank: (operation: Operation) => number, onAnswer: (operation: Operation, answer: Answer) => void): Promise<void> {
+    const ordered = [...this.contract.operations].sort((a, b) => rank(a) - rank(b))
+    for (let round = 0; round < rounds; round++) {
+      for (const operation of ordered) onAnswer(operation, await this.run(write(operation, 'valid', maker.valid(operation)), answered))
+    }
+  }
+
+  /** Every hostile variation of `bases` valid requests of every operation; each must be refused. */
+  async hostileVariations (maker: RequestMaker, bases: number): Promise<void> {
+    for (const operation of this.contract.operations) {
+      for (let base = 0; base < bases; base++) {
+        for (const request of maker.hostile(operation, maker.valid(operation))) await this.run(request, refused)
+      }
+    }
   }
 
   /** Routes of the document that no request reached. */

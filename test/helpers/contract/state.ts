@@ -31,9 +31,13 @@ export async function stateOf (stack: TestStack): Promise<StackState> {
     await db.end()
   }
   const agents: Record<string, unknown> = {}
-  for (const host of stack.info.hosts) {
-    const response = await fetch(`${host.url}/v1/vmms`, { headers: { authorization: `Bearer ${stack.info.agentToken}` } })
-    agents[host.id] = await response.json()
-  }
+  for (const host of stack.info.hosts) agents[host.id] = await agentRecords(host.url, stack.info.agentToken)
   return { rows, agents, vmmProcesses: (await findVmmProcesses(stack.dataDir)).sort((a, b) => a - b) }
+}
+
+/** An agent's records of its VMMs, and the strays it sees. */
+export async function agentRecords (agentUrl: string, token: string): Promise<unknown> {
+  const get = async (path: string): Promise<unknown> =>
+    await (await fetch(`${agentUrl}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()
+  return { vmms: await get('/v1/vmms'), strays: await get('/v1/strays') }
 }
