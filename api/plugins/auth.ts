@@ -11,6 +11,7 @@
  */
 import { timingSafeEqual } from 'node:crypto'
 import fp from 'fastify-plugin'
+import { bearerTokenOf } from '../../http/bearer-token.js'
 import { ApiProblem } from './problem-details.js'
 
 export type Role = 'operator' | 'viewer'
@@ -44,8 +45,7 @@ function roleOf (token: string, tokens: ApiTokens): Role | null {
 export const requireToken = fp<{ tokens: ApiTokens }>(async (fastify, opts) => {
   fastify.decorateRequest('role', 'viewer')
   fastify.addHook('onRequest', async (request) => {
-    const header = request.headers.authorization
-    const token = header?.startsWith('Bearer ') === true ? header.slice('Bearer '.length) : null
+    const token = bearerTokenOf(request.headers.authorization)
     if (token === null) throw new ApiProblem(401, 'Unauthorized', 'this request needs an `Authorization: Bearer <token>` header')
     const role = roleOf(token, opts.tokens)
     if (role === null) throw new ApiProblem(401, 'Unauthorized', 'the bearer token is not valid')

@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { bearerTokenOf } from '../../http/bearer-token.js'
 
 const PUBLIC_PATHS = new Set(['/healthz', '/metrics', '/openapi.json'])
 
@@ -16,9 +17,8 @@ export function bearerAuth (token: string) {
   const expected = digest(token)
   return async function authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
     if (PUBLIC_PATHS.has(request.url.split('?')[0]!)) return
-    const header = request.headers.authorization ?? ''
-    const presented = header.startsWith('Bearer ') ? header.slice('Bearer '.length) : ''
-    if (presented !== '' && timingSafeEqual(digest(presented), expected)) return
+    const presented = bearerTokenOf(request.headers.authorization)
+    if (presented !== null && timingSafeEqual(digest(presented), expected)) return
     await reply
       .code(401)
       .header('www-authenticate', 'Bearer')

@@ -75,6 +75,16 @@ describe('the API under hostile input', { timeout: 2 * 60_000 }, () => {
     }
   })
 
+  it('reads the bearer scheme in any case, as HTTP says, and refuses anything but a token after it', async () => {
+    for (const scheme of ['bearer', 'BEARER', 'Bearer']) {
+      const response = await api.server.inject({ method: 'GET', url: '/v1/hosts', headers: { authorization: `${scheme} ${OPERATOR_TOKEN}` } })
+      assert.equal(response.statusCode, 200, `${scheme}: ${response.body}`)
+    }
+    for (const authorization of ['Bearer', 'Bearer ', `Bearer ${OPERATOR_TOKEN} extra`, `Basic ${OPERATOR_TOKEN}`, `Bearer${OPERATOR_TOKEN}`]) {
+      assertProblem(await api.server.inject({ method: 'GET', url: '/v1/hosts', headers: { authorization } }), 401, 'token')
+    }
+  })
+
   it('answers a malformed URL and an over-long path parameter with problem details', async () => {
     assertProblem(await api.server.inject({ method: 'GET', url: '/v1/instances/%C0%AF', headers: auth }), 400, 'URL')
     assertProblem(await api.server.inject({ method: 'GET', url: `/v1/instances/${'a'.repeat(101)}`, headers: auth }), 414, 'parameter')

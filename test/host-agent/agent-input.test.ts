@@ -48,6 +48,11 @@ describe('authentication', () => {
     await expectStatus(401, 'DELETE', `/v1/vmms/${witness.id}`, undefined, TOKEN.slice(0, -1))
     assert.equal((await fetch(`${agent.url}/healthz`)).status, 200)
   })
+
+  it('reads the bearer scheme in any case, as HTTP says', async () => {
+    const response = await fetch(`${agent.url}/v1/vmms`, { headers: { authorization: `bearer ${TOKEN}` } })
+    assert.equal(response.status, 200)
+  })
 })
 
 describe('images', () => {
