@@ -1,10 +1,12 @@
 /**
- * The API as a Fastify plugin (fastify/demo's layout): shared plugins first (metrics before any
- * route, which it instruments), then the public routes, then everything under `/v1` behind the bearer token and its rate limit.
+ * The API as a Fastify plugin (fastify/demo's layout): shared plugins first (problem details and
+ * the route contract, then metrics, before any route they shape or instrument), then the public
+ * routes, then everything under `/v1` behind the bearer token and its rate limit.
  */
 import type { FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import type { ApiConfig } from '../config/index.js'
+import { routeContract } from '../http/route-contract.js'
 import { requireToken } from './plugins/auth.js'
 import database from './plugins/database.js'
 import idempotency from './plugins/idempotency.js'
@@ -22,7 +24,6 @@ import instances from './routes/instances.js'
 import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
-import { routeContract } from '../http/route-contract.js'
 
 export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
 
