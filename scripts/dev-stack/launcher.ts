@@ -9,7 +9,7 @@
  *   await stack.stop()
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createWriteStream } from 'node:fs'
+import { createWriteStream, readFileSync } from 'node:fs'
 import { chmod, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
@@ -271,14 +271,29 @@ class OutputTail {
 /** Ports this process has handed out: free when picked, but taken once their stack runs. */
 const handedOut = new Set<number>()
 
+/**
+ * Ports are picked below the kernel's ephemeral range (`ip_local_port_range`), never by listening
+ * on port 0, which picks inside it: between the pick and the child's listen, any outgoing
+ * connection may take the port as its local end, and a long-lived one (a pooled connection to
+ * Temporal or PostgreSQL) kept a test stack's API from listening for minutes (EADDRINUSE).
+ */
+const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
+
+function ephemeralRangeStart (): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768
+  } catch {
+    return 32_768
+  }
+}
+
 /** The first of `count` consecutive ports on 127.0.0.1 that nothing listens on now. */
 export async function freePorts (count: number): Promise<number> {
   for (;;) {
-    const first = await listenBriefly(0)
-    if (first === null || first + count - 1 > 65535) continue
+    const first = PICKABLE.min + Math.floor(Math.random() * (PICKABLE.max - PICKABLE.min - count + 2))
     const range = Array.from({ length: count }, (_, i) => first + i)
     let free = range.every((port) => !handedOut.has(port))
-    for (const port of range.slice(1)) free &&= await listenBriefly(port) !== null
+    for (const port of range) free &&= await listenBriefly(port) !== null
     if (!free) continue
     for (const port of range) handedOut.add(port)
     return first

@@ -8,11 +8,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
 import type { VmmView } from '../../../domain/host-agent-api.js'
 import { findVmmProcesses } from '../../../host-agent/supervisor/adoption.js'
 import type { RunningProcess } from '../../../host-agent/process/proc.js'
+import { freePorts } from '../../../scripts/dev-stack/launcher.js'
 import { waitFor } from '../../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
 import { SIMULATOR_BINARY } from './simulator.js'
@@ -21,12 +21,9 @@ export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
 export const TOKEN = 'test-token-0123456789abcdef'
 
+/** A port for an agent to listen on (scripts/dev-stack/launcher.ts says how it is picked). */
 export async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise((resolve) => server.close(resolve))
-  return port
+  return await freePorts(1)
 }
 
 export interface AgentOptions {
