@@ -16,7 +16,8 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
-import { TestWorkflowEnvironment } from '@temporalio/testing'
+import type { TestWorkflowEnvironment } from '@temporalio/testing'
+import { startLocalTemporal } from '../helpers/workflow-environment.js'
 
 const TASK_QUEUE = 'busy'
 const BUSY_WORKER = fileURLToPath(new URL('../helpers/busy-worker/worker.js', import.meta.url))
@@ -32,9 +33,7 @@ describe('a worker frozen mid-activation', { timeout: 3 * 60_000 }, () => {
   let output = ''
 
   before(async () => {
-    const cli = process.env.TEMPORAL_CLI
-    assert.ok(cli, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
-    env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: cli } } })
+    env = await startLocalTemporal()
     worker = spawn(process.execPath, [BUSY_WORKER, env.address, TASK_QUEUE], { stdio: ['ignore', 'pipe', 'pipe'] })
     worker.stdout?.on('data', (chunk: Buffer) => { output += chunk.toString() })
     worker.stderr?.on('data', (chunk: Buffer) => { output += chunk.toString() })

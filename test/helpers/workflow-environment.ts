@@ -18,12 +18,17 @@ export interface WorkflowEnvironment {
   stop: () => Promise<void>
 }
 
-export async function startWorkflowEnvironment (taskQueue: string): Promise<WorkflowEnvironment> {
+/** A dev server of the test's own on the built CLI, with vmplane's search attributes. */
+export async function startLocalTemporal (): Promise<TestWorkflowEnvironment> {
   const temporal = process.env.TEMPORAL_CLI
   assert.ok(temporal, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
-  const env = await TestWorkflowEnvironment.createLocal({
+  return await TestWorkflowEnvironment.createLocal({
     server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS }
   })
+}
+
+export async function startWorkflowEnvironment (taskQueue: string): Promise<WorkflowEnvironment> {
+  const env = await startLocalTemporal()
   const world = new WorkflowWorld()
   const worker = await Worker.create({
     connection: env.nativeConnection,

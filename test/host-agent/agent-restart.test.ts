@@ -13,8 +13,9 @@ import { afterEach, before, describe, it } from 'node:test'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
 import type { AgentVmmRecord } from '../../host-agent/store/record.js'
+import { freePorts } from '../../scripts/dev-stack/launcher.js'
 import { waitUntil } from '../../scripts/dev-stack/wait.js'
-import { AGENT_ENTRY, ensureBody, freePort, newVmmId, TestAgent } from './helpers/agent.js'
+import { AGENT_ENTRY, ensureBody, newVmmId, TestAgent } from './helpers/agent.js'
 import { buildSimulator, processExists, SIMULATOR_BINARY } from './helpers/simulator.js'
 
 let agent: TestAgent
@@ -164,7 +165,7 @@ async function refusedStart (env: NodeJS.ProcessEnv): Promise<{ code: number | n
 describe('start-up checks', () => {
   it('refuses to start on a state directory another live agent owns', async () => {
     await freshAgent()
-    const { code, output } = await refusedStart({ ...agent.env, VMPLANE_AGENT_PORT: String(await freePort()) })
+    const { code, output } = await refusedStart({ ...agent.env, VMPLANE_AGENT_PORT: String(await freePorts(1)) })
     assert.equal(code, 1)
     assert.match(output, /another agent \(pid \d+\) is running/)
   })

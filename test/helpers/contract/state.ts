@@ -5,6 +5,7 @@
  * reconciler's passes change on their own, and are left out.
  */
 import pg from 'pg'
+import { HostAgentClient } from '../../../activities/host-agent-client.js'
 import { findVmmProcesses } from '../../../scripts/dev-stack/processes.js'
 import type { TestStack } from '../stack.js'
 
@@ -37,7 +38,6 @@ export async function stateOf (stack: TestStack): Promise<StackState> {
 
 /** An agent's records of its VMMs, and the strays it sees. */
 export async function agentRecords (agentUrl: string, token: string): Promise<unknown> {
-  const get = async (path: string): Promise<unknown> =>
-    await (await fetch(`${agentUrl}${path}`, { headers: { authorization: `Bearer ${token}` } })).json()
-  return { vmms: await get('/v1/vmms'), strays: await get('/v1/strays') }
+  const agent = new HostAgentClient({ token, timeoutMs: 5000 })
+  return { vmms: await agent.listVmms(agentUrl), strays: await agent.listStrays(agentUrl) }
 }

@@ -21,11 +21,6 @@ export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
 export const TOKEN = 'test-token-0123456789abcdef'
 
-/** A port for an agent to listen on (scripts/dev-stack/launcher.ts says how it is picked). */
-export async function freePort (): Promise<number> {
-  return await freePorts(1)
-}
-
 export interface AgentOptions {
   /** Where Temporal is; by default a port nothing listens on, so reports are retried in vain. */
   temporalAddress?: string
@@ -57,7 +52,7 @@ export class TestAgent {
     await mkdir(imageDir)
     await writeFile(join(imageDir, 'vmlinux'), 'stand-in kernel\n')
     await writeFile(join(imageDir, 'initrd.img'), 'stand-in initramfs\n')
-    const port = await freePort()
+    const port = await freePorts(1)
     const env: NodeJS.ProcessEnv = {
       ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VMPLANE_'))),
       VMPLANE_HOST_ID: 'host-test',
@@ -67,7 +62,7 @@ export class TestAgent {
       VMPLANE_AGENT_STATE_DIR: join(root, 'state'),
       VMPLANE_IMAGE_DIR: imageDir,
       VMPLANE_CLOUD_HYPERVISOR: SIMULATOR_BINARY,
-      VMPLANE_TEMPORAL_ADDRESS: options.temporalAddress ?? `127.0.0.1:${await freePort()}`,
+      VMPLANE_TEMPORAL_ADDRESS: options.temporalAddress ?? `127.0.0.1:${await freePorts(1)}`,
       VMPLANE_HEARTBEAT_SECONDS: '0.5',
       VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: '0.2',
       VMPLANE_VMM_CALL_TIMEOUT_SECONDS: '1',

@@ -9,10 +9,10 @@ import { createWriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { Client, Connection } from '@temporalio/client'
 import { defaultPayloadConverter, SearchAttributeType } from '@temporalio/common'
+import { freePorts } from '../../../scripts/dev-stack/launcher.js'
 import { waitForTemporal } from '../../../scripts/dev-stack/temporal.js'
 import { REPO_ROOT, TOOLS_BIN_DIR } from '../../../scripts/tools/paths.js'
 import { SEARCH_ATTRIBUTE_KEYS } from '../../../workflows/search-attributes.js'
-import { freePort } from './agent.js'
 
 const TEMPORAL_CLI = process.env.TEMPORAL_CLI ?? join(TOOLS_BIN_DIR, 'temporal')
 
@@ -29,7 +29,7 @@ export class TestTemporal {
   private constructor (readonly address: string, readonly dbFile: string, readonly logFile: string) {}
 
   static async start (dir: string): Promise<TestTemporal> {
-    const server = new TestTemporal(`127.0.0.1:${await freePort()}`, join(dir, 'temporal.db'),
+    const server = new TestTemporal(`127.0.0.1:${await freePorts(1)}`, join(dir, 'temporal.db'),
       join(REPO_ROOT, 'test-output', 'host-agent', `temporal-${Date.now()}.log`))
     await server.restart()
     return server
