@@ -85,6 +85,15 @@ describe('the API under hostile input', { timeout: 2 * 60_000 }, () => {
     }
   })
 
+  it('refuses a query parameter a route does not read, and a body that is not JSON where it reads none', async () => {
+    assertProblem(await api.server.inject({ method: 'GET', url: '/v1/hosts?bogus=1', headers: auth }), 400, 'query')
+    assertProblem(await api.server.inject({ method: 'GET', url: '/healthz?verbose=1' }), 400, 'query')
+    const start = await api.server.inject({
+      method: 'POST', url: `/v1/instances/${UNKNOWN_ID}/start`, headers: { ...auth, 'content-type': 'text/plain' }, payload: 'please'
+    })
+    assertProblem(start, 415, 'Media Type')
+  })
+
   it('answers a malformed URL and an over-long path parameter with problem details', async () => {
     assertProblem(await api.server.inject({ method: 'GET', url: '/v1/instances/%C0%AF', headers: auth }), 400, 'URL')
     assertProblem(await api.server.inject({ method: 'GET', url: `/v1/instances/${'a'.repeat(101)}`, headers: auth }), 414, 'parameter')

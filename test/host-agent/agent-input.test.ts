@@ -55,6 +55,20 @@ describe('authentication', () => {
   })
 })
 
+describe('what no route reads', () => {
+  it('refuses a query parameter a route does not read, a body that is not JSON, and a PID that is not digits', async () => {
+    const raw = async (method: string, path: string, init: { contentType?: string, body?: string } = {}): Promise<number> => (await fetch(`${agent.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, ...(init.contentType === undefined ? {} : { 'content-type': init.contentType }) },
+      body: init.body
+    })).status
+    assert.equal(await raw('GET', '/v1/vmms?bogus=1'), 400)
+    assert.equal(await raw('POST', `/v1/vmms/${witness.id}/reboot`, { contentType: 'text/plain', body: 'please' }), 415)
+    await expectStatus(400, 'DELETE', '/v1/strays/+5?startTime=1')
+    await expectStatus(400, 'DELETE', '/v1/strays/%205?startTime=1')
+  })
+})
+
 describe('images', () => {
   const put = async (status: number, boot: Record<string, unknown>): Promise<string> =>
     (await expectStatus(status, 'PUT', `/v1/vmms/${newVmmId()}`, withBoot(boot))).message
