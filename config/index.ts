@@ -168,6 +168,11 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_AGENT_TOKEN: token,
       VMPLANE_AGENT_STATE_DIR: z.string().min(1),
       VMPLANE_IMAGE_DIR: z.string().min(1),
+      VMPLANE_STORAGE_DIR: z.string().min(1),
+      VMPLANE_STORAGE_GIB: count.optional(),
+      VMPLANE_AGENT_NETNS: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be a network namespace name').optional(),
+      VMPLANE_AGENT_BRIDGE: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('vmplane0'),
+      VMPLANE_SERIAL_LOG_KIB: count.default(1024),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
       VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
       VMPLANE_HOST_MEMORY_MIB: count.default(Math.floor(totalmem() / 1024 / 1024)),
@@ -188,6 +193,18 @@ export function agentConfig (env: Env = process.env) {
     token: a.VMPLANE_AGENT_TOKEN,
     stateDir: resolve(a.VMPLANE_AGENT_STATE_DIR),
     imageDir: resolve(a.VMPLANE_IMAGE_DIR),
+    /**
+     * Where instances' disks and seeds live: the same path on every host (shared storage), so an
+     * instance may run, or migrate, anywhere (docs/design.md §14).
+     */
+    storageDir: resolve(a.VMPLANE_STORAGE_DIR),
+    /** The storage's capacity this host announces; by default, the size of its filesystem. */
+    storageGiB: a.VMPLANE_STORAGE_GIB ?? null,
+    /** The host's network namespace, where TAPs are made and VMMs run; unset: the agent's own. */
+    netns: a.VMPLANE_AGENT_NETNS ?? null,
+    /** The bridge in that namespace every TAP is attached to. */
+    bridge: a.VMPLANE_AGENT_BRIDGE,
+    serialLogBytes: a.VMPLANE_SERIAL_LOG_KIB * 1024,
     cloudHypervisor: a.VMPLANE_CLOUD_HYPERVISOR,
     capacity: { vcpus: a.VMPLANE_HOST_VCPUS, memoryMiB: a.VMPLANE_HOST_MEMORY_MIB },
     heartbeatMs: a.VMPLANE_HEARTBEAT_SECONDS * 1000,

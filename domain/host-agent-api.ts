@@ -13,7 +13,10 @@
  *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
  */
 import { z } from 'zod'
-import { CMDLINE_PATTERN, CMDLINE_RULE, IMAGE_NAME_PATTERN, IMAGE_NAME_RULE, INSTANCE_NAME_PATTERN, LIMITS } from './limits.js'
+import {
+  CMDLINE_PATTERN, CMDLINE_RULE, IMAGE_NAME_PATTERN, IMAGE_NAME_RULE, INSTANCE_NAME_PATTERN, LIMITS,
+  NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
+} from './limits.js'
 import { urlInteger } from '../http/url-integer.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
@@ -25,10 +28,53 @@ export const bootSourceSchema = z.strictObject({
   cmdline: z.string().max(LIMITS.cmdlineMaxLength).regex(CMDLINE_PATTERN, CMDLINE_RULE).optional()
 })
 
+/** Text that survives JSON, PostgreSQL and a file: no NUL, no unpaired surrogate. */
+export const textSchema = (maxBytes: number) => z.string()
+  .regex(NO_NUL_PATTERN, 'must not contain a NUL character')
+  .refine((text) => !UNPAIRED_SURROGATE.test(text), 'must be valid Unicode (no unpaired surrogate)')
+  .refine((text) => new TextEncoder().encode(text).length <= maxBytes, `must be at most ${maxBytes} bytes of UTF-8`)
+
+export const sshKeySchema = z.string().max(LIMITS.sshKeyMaxLength).regex(SSH_KEY_PATTERN, SSH_KEY_RULE)
+
+/**
+ * A disk of the VMM, named by the disk's ID: the agent keeps it at a path made from the ID in
+ * the storage directory, and makes it if it is missing (an overlay of `image`, or an empty raw
+ * disk), so a retry, a restart or another host finds the same disk (I3).
+ */
+export const vmmDiskSchema = z.strictObject({
+  id: z.uuid(),
+  /** The base image a boot disk is an overlay of; a data disk has none and starts empty. */
+  image: imageNameSchema.optional(),
+  sizeGiB: z.number().int().min(LIMITS.diskGiB.min).max(LIMITS.diskGiB.max)
+})
+export type VmmDisk = z.infer<typeof vmmDiskSchema>
+
+/** A network interface, named by its ID: the TAP and the MAC are derived from it (domain/interfaces.ts). */
+export const vmmInterfaceSchema = z.strictObject({
+  id: z.uuid(),
+  /** The guest's address with its prefix, as cloud-init's network-config takes it: `10.0.0.5/24`. */
+  address: z.cidrv4(),
+  gateway: z.ipv4()
+})
+export type VmmInterface = z.infer<typeof vmmInterfaceSchema>
+
+/** What the guest's cloud-init reads from the NoCloud seed. */
+export const cloudInitSchema = z.strictObject({
+  hostname: z.string().regex(INSTANCE_NAME_PATTERN).max(LIMITS.nameMaxLength),
+  sshKeys: z.array(sshKeySchema).max(LIMITS.sshKeys),
+  userData: textSchema(LIMITS.userDataBytes).optional()
+})
+export type CloudInit = z.infer<typeof cloudInitSchema>
+
 export const vmmSpecSchema = z.strictObject({
   vcpus: z.number().int().min(LIMITS.vcpus.min).max(LIMITS.vcpus.max),
   memoryMiB: z.number().int().min(LIMITS.memoryMiB.min).max(LIMITS.memoryMiB.max),
-  boot: bootSourceSchema
+  boot: bootSourceSchema,
+  /** In the guest's order (vda, vdb, …); the seed, if any, comes after them. */
+  disks: z.array(vmmDiskSchema).max(LIMITS.dataDisks + 1).optional(),
+  interfaces: z.array(vmmInterfaceSchema).max(LIMITS.interfaces).optional(),
+  /** Set for an instance booted from a disk image: the agent attaches a NoCloud seed. */
+  cloudInit: cloudInitSchema.optional()
 })
 export type VmmSpec = z.infer<typeof vmmSpecSchema>
 
@@ -107,4 +153,46 @@ export const strayQuerySchema = z.strictObject({ startTime: z.string().regex(/^\
 export const agentErrorSchema = z.object({
   error: z.string(),
   message: z.string()
+})
+
+/** A base disk image in a host's image directory (`GET /v1/images`). */
+export const baseImageSchema = z.object({
+  name: z.string(),
+  format: z.enum(['raw', 'qcow2']),
+  virtualSizeBytes: z.number().int().nonnegative(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/)
+})
+export type BaseImage = z.infer<typeof baseImageSchema>
+export const baseImageListSchema = z.object({ items: z.array(baseImageSchema) })
+
+/** A file in the storage directory (`GET /v1/storage`): what the reconciler compares with the records. */
+const storedFileSchema = z.object({ name: z.string(), bytes: z.number().int().nonnegative(), modifiedAt: z.string() })
+export const storageListingSchema = z.object({
+  disks: z.array(storedFileSchema.extend({ diskId: z.uuid() })),
+  seeds: z.array(storedFileSchema.extend({ instanceId: z.uuid() })),
+  partial: z.array(storedFileSchema)
+})
+export type StorageListing = z.infer<typeof storageListingSchema>
+
+export const diskParamsSchema = z.strictObject({ id: z.uuid() })
+export const seedParamsSchema = z.strictObject({ instanceId: z.uuid() })
+/** Partial files are named by a UUID the agent chose. */
+export const partialParamsSchema = z.strictObject({ name: z.uuid() })
+export const removedSchema = z.object({ removed: z.boolean() })
+
+/** A TAP device vmplane made on the host, and the live VMM whose it is (null: an orphan). */
+export const tapViewSchema = z.object({
+  name: z.string(),
+  vmmId: z.uuid().nullable(),
+  multiQueue: z.boolean(),
+  bridge: z.string().nullable(),
+  up: z.boolean()
+})
+export type TapView = z.infer<typeof tapViewSchema>
+export const tapListSchema = z.object({ items: z.array(tapViewSchema) })
+export const tapParamsSchema = z.strictObject({ name: z.string().regex(/^vmp[0-9a-f]{12}$/, 'must be a TAP name vmplane gives: vmp and 12 hex digits') })
+
+export const consoleLogQuerySchema = z.strictObject({
+  /** How much of the log's end to return. */
+  bytes: urlInteger(1, 1024 * 1024).default(64 * 1024)
 })

@@ -12,7 +12,17 @@ export const LIMITS = {
   cmdlineMaxLength: 4096,
   imageNameMaxLength: 255,
   /** How long `?wait=` may hold a mutating request's answer, in seconds. */
-  waitSeconds: { min: 0, max: 300 }
+  waitSeconds: { min: 0, max: 300 },
+  diskGiB: { min: 1, max: 16 * 1024 },
+  /** Data disks per instance (with the boot disk and the cloud-init seed: vda to vdj). */
+  dataDisks: 8,
+  interfaces: 8,
+  sshKeys: 32,
+  sshKeyMaxLength: 4096,
+  /** cloud-init's user-data, in bytes of UTF-8 (Nova and KubeVirt allow more; a seed disk is small). */
+  userDataBytes: 32 * 1024,
+  /** Networks' prefixes: at least four addresses (network, gateway, broadcast and one to give). */
+  networkPrefix: { min: 8, max: 30 }
 } as const
 
 export const DEFAULT_STOP_GRACE_SECONDS = 30
@@ -39,3 +49,23 @@ export function isSafeImageName (name: string): boolean {
  */
 export const CMDLINE_PATTERN = /^[\x20-\x7e]*$/
 export const CMDLINE_RULE = 'must be printable ASCII: letters, digits, spaces and punctuation, no control characters'
+
+/**
+ * Data disk and network names are lower-case DNS labels like instance names; `boot` names the
+ * boot disk.
+ */
+export const BOOT_DISK_NAME = 'boot'
+
+/**
+ * An OpenSSH public key line: a key type, base64 key material and an optional comment, in
+ * printable ASCII on one line.
+ */
+export const SSH_KEY_PATTERN = /^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com) [A-Za-z0-9+/]+={0,3}( [\x20-\x7e]*)?$/
+export const SSH_KEY_RULE = 'must be one OpenSSH public key line: a key type (ssh-ed25519, ssh-rsa, ecdsa-sha2-nistp256, …), the base64 key and an optional comment'
+
+/**
+ * Free text (user-data) travels as JSON, lands in PostgreSQL's jsonb and in a file: no NUL
+ * character, and no unpaired UTF-16 surrogate, which is not Unicode.
+ */
+export const NO_NUL_PATTERN = /^[^\0]*$/
+export const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/

@@ -36,7 +36,11 @@ export const CRASH_POINTS = [
   /** Agent: a stop's deadline is recorded. */
   'agent.stop.after-deadline',
   /** Agent: a VMM killed on request; its end not yet recorded. */
-  'agent.destroy.after-kill'
+  'agent.destroy.after-kill',
+  /** Agent: an instance disk made in the storage directory; the VMM not spawned yet. */
+  'agent.disk.after-create',
+  /** Agent: a TAP made and not yet attached or UP; the VMM not spawned yet. */
+  'agent.tap.after-create'
 ] as const
 export type CrashPoint = (typeof CRASH_POINTS)[number]
 

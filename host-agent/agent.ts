@@ -15,9 +15,14 @@ import { AgentMetrics } from './metrics.js'
 import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
-import { claimStateDir, findExecutable } from './state-dir.js'
+import { vmmCommandPrefix } from './cloud-hypervisor/launch.js'
+import { TapDevices } from './network/taps.js'
+import { missingHostTools, withSbin } from './host-tools.js'
+import { StartupError, claimStateDir, findExecutable } from './state-dir.js'
+import { InstanceStorage } from './storage/instance-storage.js'
 import { RecordStore } from './store/record-store.js'
 import { Supervisor } from './supervisor/supervisor.js'
+import { VmmDevices } from './supervisor/vmm-devices.js'
 
 /** How often a VMM adopted from an earlier agent is checked in /proc. */
 const ADOPTED_PROCESS_POLL_MS = 1000
@@ -34,9 +39,19 @@ export interface RunningAgent {
 }
 
 export async function startAgent (config: AgentConfig, log: Logger): Promise<RunningAgent> {
+  process.env.PATH = withSbin(process.env.PATH ?? '')
+  const missing = await missingHostTools(process.env.PATH)
+  if (missing.length > 0) {
+    throw new StartupError(`missing ${missing.map((tool) => `${tool.command} (Debian package ${tool.debianPackage})`).join(', ')}; install them`)
+  }
   const releaseStateDir = await claimStateDir(config.stateDir)
   const cloudHypervisor = await findExecutable(config.cloudHypervisor)
-  log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir }, 'host agent starting')
+  log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir, storageDir: config.storageDir, netns: config.netns }, 'host agent starting')
+  const images = new ImageResolver(config.imageDir)
+  const storage = new InstanceStorage(config.storageDir, images)
+  await storage.init()
+  const taps = new TapDevices(config.netns, config.bridge)
+  await taps.checkBridge().catch((err: Error) => { throw new StartupError(err.message) })
 
   const temporal = new TemporalGateway(config.temporal)
   const metrics = new AgentMetrics(config.hostId)
@@ -57,10 +72,12 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       powerButtonIntervalMs: config.powerButtonIntervalMs,
       processPollMs: ADOPTED_PROCESS_POLL_MS,
       apiReadyTimeoutMs: API_READY_TIMEOUT_MS,
-      killWaitMs: KILL_WAIT_MS
+      killWaitMs: KILL_WAIT_MS,
+      commandPrefix: vmmCommandPrefix(config.netns, process.getuid?.() === 0),
+      serialLogBytes: config.serialLogBytes
     },
     store: new RecordStore(config.stateDir),
-    images: new ImageResolver(config.imageDir),
+    devices: new VmmDevices(images, storage, taps),
     log,
     onChange: (vmm) => { outbox.notify(vmm) },
     onKill: (cause) => { metrics.vmmKilled(cause) }

@@ -5,7 +5,7 @@
 import { STATUS_CODES } from 'node:http'
 
 export class AgentError extends Error {
-  constructor (readonly status: 400 | 404 | 409 | 503, message: string) {
+  constructor (readonly status: 400 | 404 | 409 | 426 | 503, message: string) {
     super(message)
     this.name = STATUS_CODES[status] ?? 'Error'
   }

@@ -1,15 +1,23 @@
 /**
- * Boot images are named relative to the host's image directory and must stay inside it. A name
- * is checked as text (`IMAGE_NAME_PATTERN`: no absolute path, no `..`) and then resolved with
- * realpath, so a symlink pointing out of the directory is refused as well. The VMM is given the
- * resolved path, not the name.
+ * The host's image directory: kernels, initramfs images and base disk images, named relative to
+ * it. A name must stay inside it: it is checked as text (`IMAGE_NAME_PATTERN`: no absolute path,
+ * no `..`) and then resolved with realpath, so a symlink pointing out of the directory is refused
+ * as well. The VMM is given the resolved path, not the name.
+ *
+ * Base disk images are the files named `*.raw`, `*.qcow2` or `*.img` whose format qemu-img
+ * reads as raw or qcow2. The catalog gives each one's format, virtual size and SHA-256; the
+ * checksum is computed once per file version (size and modification time) and kept.
  */
-import { constants } from 'node:fs'
-import { access, realpath, stat } from 'node:fs/promises'
-import { join, sep } from 'node:path'
-import type { VmmSpec } from '../domain/host-agent-api.js'
+import { createHash } from 'node:crypto'
+import { constants, createReadStream } from 'node:fs'
+import { access, readdir, realpath, stat } from 'node:fs/promises'
+import { join, relative, sep } from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import type { BaseImage } from '../domain/host-agent-api.js'
 import { IMAGE_NAME_RULE, isSafeImageName } from '../domain/limits.js'
-import type { ResolvedBootFiles } from './cloud-hypervisor/vm-config.js'
+import { imageInfo, type ImageFormat } from './storage/qemu-img.js'
+
+const BASE_IMAGE_NAME = /\.(raw|qcow2|img)$/
 
 /** A request named an image that is not a readable file inside the image directory. */
 export class ImageError extends Error {
@@ -17,6 +25,8 @@ export class ImageError extends Error {
 }
 
 export class ImageResolver {
+  readonly #known = new Map<string, { version: string, image: BaseImage }>()
+
   constructor (readonly imageDir: string) {}
 
   async resolve (name: string): Promise<string> {
@@ -43,9 +53,44 @@ export class ImageResolver {
     return resolved
   }
 
-  async resolveBootFiles (spec: VmmSpec): Promise<ResolvedBootFiles> {
-    const kernel = await this.resolve(spec.boot.kernel)
-    const initramfs = spec.boot.initramfs === undefined ? null : await this.resolve(spec.boot.initramfs)
-    return { kernel, initramfs, disks: [] }
+  /** The base image of that name, or an ImageError when it is none. */
+  async baseImage (name: string): Promise<BaseImage & { path: string }> {
+    const path = await this.resolve(name)
+    const image = await this.#describe(name, path)
+    if (image === null) throw new ImageError(`image '${name}' is not a raw or qcow2 disk image`)
+    return { ...image, path }
+  }
+
+  /** Every base disk image in the directory, by name. */
+  async catalog (): Promise<BaseImage[]> {
+    let entries
+    try {
+      entries = await readdir(this.imageDir, { recursive: true, withFileTypes: true })
+    } catch {
+      return []
+    }
+    const images: BaseImage[] = []
+    for (const entry of entries) {
+      if (!entry.isFile() || !BASE_IMAGE_NAME.test(entry.name)) continue
+      const name = relative(this.imageDir, join(entry.parentPath, entry.name))
+      if (!isSafeImageName(name)) continue
+      const image = await this.#describe(name, join(this.imageDir, name)).catch(() => null)
+      if (image !== null) images.push(image)
+    }
+    return images.sort((a, b) => a.name.localeCompare(b.name))
+  }
+
+  async #describe (name: string, path: string): Promise<BaseImage | null> {
+    const { size, mtimeMs } = await stat(path)
+    const version = `${size}/${mtimeMs}`
+    const known = this.#known.get(path)
+    if (known?.version === version) return known.image
+    const info = await imageInfo(path)
+    if (info.format !== 'raw' && info.format !== 'qcow2') return null
+    const hash = createHash('sha256')
+    await pipeline(createReadStream(path), hash)
+    const image: BaseImage = { name, format: info.format as ImageFormat, virtualSizeBytes: info.virtualSizeBytes, sha256: hash.digest('hex') }
+    this.#known.set(path, { version, image })
+    return image
   }
 }

@@ -15,6 +15,9 @@ import { REPO_ROOT, ensureBuilt, ensureInstalled } from './tools/bootstrap.mjs'
 
 ensureInstalled()
 ensureBuilt()
+// The host agents make disks, seeds and TAPs with Debian's tools; installed here if missing.
+const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
+await ensureHostTools({ log: console.log })
 
 const stack = spawn(process.execPath, ['dist/bin/dev-stack.js'], { cwd: REPO_ROOT, stdio: 'inherit' })
 process.on('SIGINT', () => {})

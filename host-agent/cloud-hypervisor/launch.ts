@@ -5,6 +5,12 @@
  *
  * The process runs in its own session and process group (`detached`), with stdio ignored and
  * no shell, so it outlives the agent that started it and one SIGKILL to the group ends it.
+ *
+ * A prefix may go before the program (`vmmCommandPrefix`): `ip netns exec` into the host's
+ * network namespace, where its TAPs are, and `setpriv` to drop CAP_NET_ADMIN, which the VMM
+ * never needs since the agent makes its TAPs (a missing TAP then fails the boot instead of
+ * being created by the VMM). Each execs the next, so the PID, the start time and the command
+ * line the agent later recognises are the VMM's own.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
@@ -15,7 +21,10 @@ export interface VmmPaths {
   apiSocket: string
   events: string
   log: string
-  serial: string
+  /** The serial port's socket (mode Socket), which the agent's console relay connects to. */
+  console: string
+  /** What the guest printed, kept by the agent, capped in size (console/serial-console.ts). */
+  serialLog: string
 }
 
 export function vmmPaths (dir: string): VmmPaths {
@@ -24,8 +33,17 @@ export function vmmPaths (dir: string): VmmPaths {
     apiSocket: join(dir, 'api.sock'),
     events: join(dir, 'events'),
     log: join(dir, 'ch.log'),
-    serial: join(dir, 'serial.log')
+    console: join(dir, 'con.sock'),
+    serialLog: join(dir, 'serial.log')
   }
+}
+
+/** What goes before the program: the network namespace to enter, and the capability drop (as root). */
+export function vmmCommandPrefix (netns: string | null, root: boolean): string[] {
+  return [
+    ...(netns === null ? [] : ['ip', 'netns', 'exec', netns]),
+    ...(root ? ['setpriv', '--inh-caps=-net_admin', '--bounding-set=-net_admin', '--'] : [])
+  ]
 }
 
 export function vmmArguments (paths: VmmPaths): string[] {
@@ -37,8 +55,9 @@ export function vmmArguments (paths: VmmPaths): string[] {
   ]
 }
 
-export function launchVmm (binary: string, paths: VmmPaths): ChildProcess {
-  const child = spawn(binary, vmmArguments(paths), {
+export function launchVmm (binary: string, paths: VmmPaths, prefix: readonly string[] = []): ChildProcess {
+  const [program, ...args] = [...prefix, binary, ...vmmArguments(paths)]
+  const child = spawn(program!, args, {
     cwd: paths.dir,
     detached: true,
     stdio: 'ignore',

@@ -3,6 +3,7 @@
  * the `{error, message}` error bodies (the router's and Node's HTTP layer's included), the route
  * contract and the OpenAPI document that says all of it (`/openapi.json`), and the routes.
  */
+import websocket from '@fastify/websocket'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import type { Logger } from 'pino'
@@ -12,10 +13,12 @@ import { bearerAuth } from './auth.js'
 import { clientErrorHandler, errorHandler, frameworkErrors, notFoundHandler } from './error-handler.js'
 import { injectFaults } from './fault-injection.js'
 import { agentRouteContract } from './route-contract.js'
+import { consoleRoutes } from './console-routes.js'
+import { deviceRoutes } from './device-routes.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
-/** Requests are small JSON documents; anything larger is refused before it is parsed. */
-const BODY_LIMIT_BYTES = 64 * 1024
+/** Requests are JSON documents of at most a few hundred KiB (an ensure with user-data and SSH keys); anything larger is refused before it is parsed. */
+const BODY_LIMIT_BYTES = 256 * 1024
 
 export interface AgentAppOptions {
   token: string
@@ -45,6 +48,9 @@ export async function buildAgentApp (options: AgentAppOptions, log: Logger, rout
     title: 'vmplane host agent',
     description: 'Manages the Cloud Hypervisor VMMs of one host for the vmplane control plane.'
   })
+  await app.register(websocket)
   await app.register(agentRoutes, routes)
+  await app.register(deviceRoutes, routes)
+  await app.register(consoleRoutes, routes)
   return app
 }

@@ -38,8 +38,8 @@ export class VmmProcess {
   }
 
   /** Spawns a VMM; rejects when the binary cannot be started at all. */
-  static async spawn (binary: string, paths: VmmPaths): Promise<VmmProcess> {
-    const child = launchVmm(binary, paths)
+  static async spawn (binary: string, paths: VmmPaths, prefix: readonly string[]): Promise<VmmProcess> {
+    const child = launchVmm(binary, paths, prefix)
     await Promise.race([once(child, 'spawn'), once(child, 'error').then(([err]) => { throw err })])
     const pid = child.pid!
     const vmmProcess = new VmmProcess(pid, startTimeOf(pid), child)

@@ -51,12 +51,40 @@ type consoleConfig struct {
 	Socket string      `json:"socket,omitempty"`
 }
 
+// diskConfig is the part of DiskConfig the simulator acts on.
+type diskConfig struct {
+	Path         string `json:"path"`
+	Readonly     bool   `json:"readonly"`
+	ImageType    string `json:"image_type,omitempty"`
+	BackingFiles bool   `json:"backing_files"`
+	ID           string `json:"id,omitempty"`
+}
+
+// netConfig is the part of NetConfig the simulator acts on.
+type netConfig struct {
+	Tap       string `json:"tap,omitempty"`
+	Mac       string `json:"mac,omitempty"`
+	NumQueues int    `json:"num_queues,omitempty"`
+	ID        string `json:"id,omitempty"`
+}
+
+// queuePairs is how many TAP queues the device opens: num_queues counts RX and TX apart, and
+// defaults to 2 (one pair).
+func (n netConfig) queuePairs() int {
+	if n.NumQueues < 2 {
+		return 1
+	}
+	return n.NumQueues / 2
+}
+
 type vmConfig struct {
 	Payload *payloadConfig `json:"payload"`
 	Cpus    *cpusConfig    `json:"cpus"`
 	Memory  *memoryConfig  `json:"memory"`
 	Serial  *consoleConfig `json:"serial"`
 	Console *consoleConfig `json:"console"`
+	Disks   []diskConfig   `json:"disks"`
+	Net     []netConfig    `json:"net"`
 
 	raw        map[string]json.RawMessage
 	directives directives
@@ -122,16 +150,19 @@ func (c *vmConfig) validate() error {
 	return nil
 }
 
-// openSerial creates the serial output at vm.create time, as the real program does.
-func (c *vmConfig) openSerial() (*os.File, error) {
+// openSerial creates the serial output at vm.create time, as the real program does: a File is
+// created (truncated), a Socket is bound (an existing path is an error), a Tty is stdout.
+func (c *vmConfig) openSerial(input func([]byte)) (serialPort, error) {
 	if c.Serial == nil {
 		return nil, nil
 	}
 	switch c.Serial.Mode {
 	case "File":
 		return os.OpenFile(c.Serial.File, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	case "Socket":
+		return listenSerialSocket(c.Serial.Socket, input)
 	case "Tty":
-		return os.Stdout, nil
+		return stdoutPort{}, nil
 	}
 	return nil, nil
 }

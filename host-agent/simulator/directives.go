@@ -34,6 +34,7 @@ type directives struct {
 	garbageEvents     bool
 	kernelLoadError   bool // the kernel file opens but cannot be loaded
 	rebootError       bool // vm.reboot tears the VM down and fails to boot it again
+	markDisk          int  // the guest counts its boots in the first sector of this disk (-1: none)
 }
 
 var signalNames = map[string]syscall.Signal{
@@ -48,6 +49,7 @@ func defaultDirectives() directives {
 		rebootDelay:   delay{ms: 20, set: true},
 		shutdownDelay: delay{ms: 100, set: true},
 		exitCode:      1,
+		markDisk:      -1,
 	}
 }
 
@@ -115,6 +117,13 @@ func (d *directives) apply(name, value string) bool {
 			return false
 		}
 		d.exitCode = code
+		return true
+	case "mark_disk":
+		index, err := strconv.Atoi(value)
+		if err != nil || index < 0 || index > 25 {
+			return false
+		}
+		d.markDisk = index
 		return true
 	case "crash_signal":
 		sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(value), "SIG")]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -20,6 +21,7 @@ type guest struct {
 	vmm                *vmm
 	timers             []*time.Timer
 	powerButtonPressed bool
+	hostname           string
 }
 
 func (v *vmm) startGuest() {
@@ -32,6 +34,7 @@ func (v *vmm) startGuest() {
 	}
 	v.writeSerial(fmt.Sprintf("[    0.000000] Linux version 6.12.0-vmplane-simulated (cloud-hypervisor simulator)\n"+
 		"[    0.000000] Command line: %s\n", cmdline))
+	g.bootLog()
 
 	g.after(delay{ms: 5, set: true}, func() {
 		v.events.emit("virtio-device", "activated", map[string]string{"id": rngDeviceID})
@@ -53,6 +56,82 @@ func (v *vmm) startGuest() {
 		g.after(delay{ms: 0, set: true}, func() {
 			v.events.write([]byte("\x00\x01 this is not an event {{{\n\n{\"timestamp\": {\"secs\": 1}, \"trunc\n\n"))
 		})
+	}
+}
+
+// bootLog prints what a booting guest would: its disks and NICs, what cloud-init applied from
+// the seed, the marker on the disk `sim.mark_disk` names, then a login prompt.
+func (g *guest) bootLog() {
+	v := g.vmm
+	g.hostname = "localhost"
+	var disks []openDisk
+	if v.devices != nil {
+		disks = v.devices.disks
+	}
+	for i, disk := range disks {
+		size := int64(0)
+		if info, err := disk.file.Stat(); err == nil {
+			size = info.Size()
+		}
+		v.writeSerial(fmt.Sprintf("[    0.400000] virtio_blk virtio%d: [%s] %d bytes, %s%s\n", i, diskDevice(i), size,
+			strings.ToLower(disk.config.ImageType), map[bool]string{true: ", read-only", false: ""}[disk.config.Readonly]))
+	}
+	for i, nic := range v.config.Net {
+		v.writeSerial(fmt.Sprintf("[    0.500000] virtio_net virtio%d eth%d: %s, %d queue pair(s), host TAP %s\n",
+			len(disks)+i, i, nic.Mac, nic.queuePairs(), nic.Tap))
+	}
+	if index := v.config.directives.markDisk; index >= 0 {
+		v.writeSerial(markDisk(disks, index))
+	}
+	seed, err := findSeed(disks)
+	switch {
+	case err != nil:
+		v.writeSerial(fmt.Sprintf("[    1.000000] cloud-init: cannot read the NoCloud seed: %v\n", err))
+	case seed != nil:
+		for _, line := range seed.applied(v.config.Net) {
+			v.writeSerial("[    1.000000] " + line + "\n")
+		}
+		if seed.metaData.LocalHostname != "" {
+			g.hostname = seed.metaData.LocalHostname
+		}
+	}
+	v.writeSerial(fmt.Sprintf("\nDebian GNU/Linux 12 %s ttyS0\n\n%s login: ", g.hostname, g.hostname))
+}
+
+// markDisk counts the boots the disk has seen in its first sector ("vmplane-marker boots=N"),
+// so a test can tell a disk that persisted from a new one.
+func markDisk(disks []openDisk, index int) string {
+	if index >= len(disks) || disks[index].config.Readonly {
+		return fmt.Sprintf("[    0.900000] sim.mark_disk=%d: no writable disk %d\n", index, index)
+	}
+	file := disks[index].file
+	sector := make([]byte, 512)
+	_, _ = file.ReadAt(sector, 0)
+	boots := 0
+	_, _ = fmt.Sscanf(string(sector), markerFormat, &boots)
+	boots++
+	marker := make([]byte, 512)
+	copy(marker, fmt.Sprintf(markerFormat, boots))
+	if _, err := file.WriteAt(marker, 0); err != nil {
+		return fmt.Sprintf("[    0.900000] %s: cannot write the marker: %v\n", diskDevice(index), err)
+	}
+	_ = file.Sync()
+	return fmt.Sprintf("[    0.900000] %s: "+markerFormat+"\n", diskDevice(index), boots)
+}
+
+const markerFormat = "vmplane-marker boots=%d"
+
+// typed is what the console client sent: echoed as a terminal would, with a new prompt after
+// each line.
+func (g *guest) typed(data []byte) {
+	v := g.vmm
+	for _, b := range data {
+		switch b {
+		case '\r', '\n':
+			v.writeSerial(fmt.Sprintf("\r\n%s login: ", g.hostname))
+		default:
+			v.writeSerial(string([]byte{b}))
+		}
 	}
 }
 

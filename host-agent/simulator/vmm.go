@@ -49,8 +49,9 @@ type vmm struct {
 	events       *eventMonitor
 	socketPath   string // removed on a clean exit; empty with --api-socket fd=
 	config       *vmConfig
-	serial       *os.File
-	guest        *guest // non-nil while a VM is booted
+	serial       serialPort
+	devices      *devices // the disks and TAPs of the booted VM
+	guest        *guest   // non-nil while a VM is booted
 	hangAPI      func()
 	rebootedOnce bool // the guest's own reboot (sim.guest_reboot_ms) happens once per process
 }
@@ -81,7 +82,11 @@ func (v *vmm) create(body []byte) *apiError {
 	if v.config != nil {
 		return apiErr(500, "The VM could not be created", "VM is already created")
 	}
-	serial, err := cfg.openSerial()
+	if cfg.Console != nil && cfg.Console.Mode == "Socket" {
+		return apiErr(500, "The VM could not be created", "Error creating console devices",
+			"No socket option support for console device")
+	}
+	serial, err := cfg.openSerial(v.consoleInput)
 	if err != nil {
 		return apiErr(500, "The VM could not be created", "Error creating console devices",
 			"Error creating serial output file", osErrorText(err))
@@ -105,6 +110,11 @@ func (v *vmm) boot() *apiError {
 	if err := v.loadPayload(); err != nil {
 		return err
 	}
+	devices, err := v.config.openDevices()
+	if err != nil {
+		return err
+	}
+	v.devices = devices
 	v.sleep(v.config.directives.bootDelay)
 	v.startGuest()
 	v.events.emit("vm", "booted", nil)
@@ -142,9 +152,18 @@ func (v *vmm) shutdownVM() *apiError {
 	if v.guest == nil {
 		return apiErr(500, "The VM could not shutdown", "VM is not running")
 	}
-	v.stopGuest()
+	v.tearDown()
 	v.events.emit("vm", "shutdown", nil)
 	return nil
+}
+
+// tearDown stops the guest and closes its devices (the VM object goes away; its config stays).
+func (v *vmm) tearDown() {
+	v.stopGuest()
+	if v.devices != nil {
+		v.devices.close()
+		v.devices = nil
+	}
 }
 
 func (v *vmm) reboot() *apiError {
@@ -154,7 +173,7 @@ func (v *vmm) reboot() *apiError {
 	if v.config.directives.rebootError {
 		// The old VM is already torn down when building the new one fails; the config stays.
 		v.events.emit("vm", "rebooting", nil)
-		v.stopGuest()
+		v.tearDown()
 		return apiErr(500, "The VM could not reboot", "Cannot load the kernel into memory", "Invalid ELF magic number")
 	}
 	v.rebootGuest()
@@ -181,12 +200,12 @@ func (v *vmm) powerButton() *apiError {
 
 func (v *vmm) deleteVM() {
 	if v.guest != nil {
-		v.stopGuest()
+		v.tearDown()
 		v.events.emit("vm", "shutdown", nil)
 	}
 	if v.config != nil {
 		v.config = nil
-		if v.serial != nil && v.serial != os.Stdout {
+		if v.serial != nil {
 			_ = v.serial.Close()
 		}
 		v.serial = nil
@@ -247,7 +266,16 @@ func (v *vmm) sleep(d delay) {
 
 func (v *vmm) writeSerial(text string) {
 	if v.serial != nil {
-		_, _ = v.serial.WriteString(text)
+		_, _ = v.serial.Write([]byte(text))
+	}
+}
+
+// consoleInput is what a serial console client typed: the guest's terminal echoes it.
+func (v *vmm) consoleInput(data []byte) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.guest != nil {
+		v.guest.typed(data)
 	}
 }
 

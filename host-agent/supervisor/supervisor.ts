@@ -4,9 +4,9 @@
  *
  * Theory of operation
  *
- * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID resolves the images
- * (refusing names that escape the image directory), writes the record, and only then spawns
- * the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
+ * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID checks the images it names
+ * (refusing names that escape the image directory), writes the record, and only then makes the
+ * VMM's devices and spawns the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
  * first. The answer is the VMM's first report: `starting` is not sent again through the
  * outbox, which saves each create a signal and a workflow task. An ID that belongs to another
  * instance, or whose VMM was destroyed, is refused with 409: the record of a destroyed VMM is a
@@ -25,13 +25,15 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { EnsureVmmRequest, StrayView, VmmView } from '../../domain/host-agent-api.js'
+import type { EnsureVmmRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
+import { tapNameOf } from '../../domain/interfaces.js'
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, notFound, unavailable } from '../errors.js'
 import { isRunning, startedAt, type RunningProcess } from '../process/proc.js'
 import type { AgentVmmRecord } from '../store/record.js'
 import { findVmmProcesses, killStrays } from './adoption.js'
+import type { VmmDevices } from './vmm-devices.js'
 import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
 
 const TOMBSTONE_TTL_MS = 24 * 60 * 60 * 1000
@@ -51,6 +53,10 @@ export class Supervisor {
 
   get log (): Logger {
     return this.context.log
+  }
+
+  get devices (): VmmDevices {
+    return this.context.devices
   }
 
   all (): VmmSupervisor[] {
@@ -106,6 +112,43 @@ export class Supervisor {
     }
     await vmm.destroy()
     return vmm.view()
+  }
+
+  /** The live VMM whose spec has the TAP, by TAP name. */
+  tapOwners (): Map<string, string> {
+    const owners = new Map<string, string>()
+    for (const vmm of this.all()) {
+      if (vmm.terminal) continue
+      for (const nic of vmm.record.spec.interfaces ?? []) owners.set(tapNameOf(nic.id), vmm.id)
+    }
+    return owners
+  }
+
+  /** Every vmplane TAP on the host, with the live VMM whose it is. */
+  async taps (): Promise<TapView[]> {
+    const owners = this.tapOwners()
+    return (await this.context.devices.taps.list()).map((tap) => ({ ...tap, vmmId: owners.get(tap.name) ?? null }))
+  }
+
+  /** Removes a TAP no live VMM has (409 if one has); false when there was none. */
+  async removeTap (name: string): Promise<boolean> {
+    const owner = this.tapOwners().get(name)
+    if (owner !== undefined) throw conflict(`TAP ${name} belongs to the live VMM ${owner}`)
+    return await this.context.devices.taps.remove(name)
+  }
+
+  /** Removes a disk no live VMM on this host uses (409 if one does); false when there was none. */
+  async removeDisk (diskId: string): Promise<boolean> {
+    const user = this.all().find((vmm) => !vmm.terminal && (vmm.record.spec.disks ?? []).some((disk) => disk.id === diskId))
+    if (user !== undefined) throw conflict(`disk ${diskId} is in use by the live VMM ${user.id}`)
+    return await this.context.devices.storage.removeDisk(diskId)
+  }
+
+  /** Removes an instance's seed unless a live VMM on this host uses it (409). */
+  async removeSeed (instanceId: string): Promise<boolean> {
+    const user = this.all().find((vmm) => !vmm.terminal && vmm.record.instanceId === instanceId && vmm.record.spec.cloudInit !== undefined)
+    if (user !== undefined) throw conflict(`the seed of instance ${instanceId} is in use by the live VMM ${user.id}`)
+    return await this.context.devices.storage.removeSeed(instanceId)
   }
 
   /** VMM processes under this agent's directory that no live record owns (none, normally). */
@@ -195,16 +238,16 @@ export class Supervisor {
       await vmm.adopt(identity)
     } else if (record.state === 'starting' && !record.destroyRequested && record.stopDeadline === null && record.pendingKill === null) {
       vmm.log.info('VMM process of a starting VMM is gone; spawning it again')
-      await vmm.spawn(null)
+      await vmm.spawn()
     } else {
       await vmm.concludeVanished()
     }
   }
 
   async #create (id: string, request: EnsureVmmRequest): Promise<VmmSupervisor> {
-    const { store, images } = this.context
+    const { store, devices } = this.context
     if (await store.isFenced(id)) throw conflict(`VMM ${id} was destroyed before it was created; a VMM ID is never used again`)
-    const bootFiles = await images.resolveBootFiles(request.spec)
+    await devices.check(request.spec)
     const now = new Date().toISOString()
     const record: AgentVmmRecord = {
       id,
@@ -238,7 +281,7 @@ export class Supervisor {
     // No report of generation 1: the answer to this ensure carries it to the caller, the VMM's
     // own execution. The outbox hears of the VMM at its next change, or at an agent restart.
     vmm.log.info({ instanceName: request.instanceName }, 'VMM recorded; starting its process')
-    await vmm.spawn(bootFiles)
+    await vmm.spawn()
     return vmm
   }
 

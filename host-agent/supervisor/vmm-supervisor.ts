@@ -20,6 +20,13 @@
  * AbortController; while one runs the VMM answers nothing else, so pings and power-button
  * presses are skipped rather than queued behind it, and a kill aborts it.
  *
+ * Devices come before the process. The VMM's disks, seed and TAPs (vmm-devices.ts) are made,
+ * or found, after its record is written and before its process is spawned; a VMM whose devices
+ * cannot be made fails its boot without a process. Its TAPs are removed once the process is
+ * gone and before its end is recorded, so a VMM reported gone has left nothing on the host
+ * (its disks stay: they belong to the instance). The serial console is relayed and logged from
+ * the VM's creation to the process's end (console/serial-console.ts).
+ *
  * Stops end in a kill (I1). A power button with a deadline records the deadline, presses now
  * and at every interval, and arms a timer that kills the process group at the deadline whatever
  * the API or the guest does; a restarted agent re-arms it from the record.
@@ -36,9 +43,9 @@ import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
 import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
 import { vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
+import { SerialConsole } from '../console/serial-console.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, unavailable } from '../errors.js'
-import type { ImageResolver } from '../images.js'
 import type { KillCause } from '../metrics.js'
 import type { ProcessIdentity } from '../process/proc.js'
 import { VmmProcess, type ExitObservation } from '../process/vmm-process.js'
@@ -46,6 +53,7 @@ import type { RecordStore } from '../store/record-store.js'
 import { toView, type AgentVmmRecord, type PendingKill } from '../store/record.js'
 import { classifyExit } from './exit-classification.js'
 import { removeSocketFiles } from './socket-files.js'
+import type { VmmDevices } from './vmm-devices.js'
 
 export interface VmmSettings {
   hostId: string
@@ -59,12 +67,16 @@ export interface VmmSettings {
   apiReadyTimeoutMs: number
   /** How long a kill waits for the process to exit. */
   killWaitMs: number
+  /** What goes before the program on its command line (launch.ts `vmmCommandPrefix`). */
+  commandPrefix: string[]
+  /** The serial log's size cap, in bytes. */
+  serialLogBytes: number
 }
 
 export interface VmmContext {
   settings: VmmSettings
   store: RecordStore
-  images: ImageResolver
+  devices: VmmDevices
   log: Logger
   /** Called after every change that bumped the generation. */
   onChange: (vmm: VmmSupervisor) => void
@@ -83,6 +95,7 @@ export class VmmSupervisor {
   readonly log: Logger
   #process: VmmProcess | null = null
   #client: CloudHypervisorClient
+  readonly console: SerialConsole
   #tail: EventFileTail | null = null
   #longCall: AbortController | null = null
   #agentRebootInFlight = false
@@ -101,6 +114,7 @@ export class VmmSupervisor {
     this.paths = vmmPaths(context.store.dirOf(record.id))
     this.log = context.log.child({ vmmId: record.id, instanceId: record.instanceId })
     this.#client = new CloudHypervisorClient(this.paths.apiSocket, context.settings.vmmCallTimeoutMs)
+    this.console = new SerialConsole(this.paths.console, this.paths.serialLog, context.settings.serialLogBytes, this.log)
   }
 
   get id (): string {
@@ -115,20 +129,26 @@ export class VmmSupervisor {
     return toView(this.record, this.context.settings.hostId)
   }
 
-  /** Starts the process of a `starting` VMM whose record is on disk, then boots it in the background. */
-  async spawn (bootFiles: ResolvedBootFiles | null): Promise<void> {
+  /**
+   * Makes the devices of a `starting` VMM whose record is on disk, starts its process, then boots
+   * it in the background.
+   */
+  async spawn (): Promise<void> {
+    let bootFiles: ResolvedBootFiles
+    try {
+      bootFiles = await this.context.devices.prepare(this.record.instanceId, this.record.spec)
+    } catch (err) {
+      await this.#failWithoutProcess(`cannot prepare the VM's devices: ${describeError(err)}`)
+      return
+    }
     // The event file exists before the process, so the tail can follow it from the first event
     // (the VMM opens it with truncate, which keeps the file the tail watches).
     await writeFile(this.paths.events, '', { mode: 0o600 })
     let vmmProcess: VmmProcess
     try {
-      vmmProcess = await VmmProcess.spawn(this.context.settings.cloudHypervisor, this.paths)
+      vmmProcess = await VmmProcess.spawn(this.context.settings.cloudHypervisor, this.paths, this.context.settings.commandPrefix)
     } catch (err) {
-      await this.#update({
-        state: 'failed',
-        exit: { cause: 'boot-failed', code: null, signal: null },
-        reason: `cannot start ${this.context.settings.cloudHypervisor}: ${(err as Error).message}`
-      })
+      await this.#failWithoutProcess(`cannot start ${this.context.settings.cloudHypervisor}: ${describeError(err)}`)
       return
     }
     this.log.info({ pid: vmmProcess.pid }, 'VMM process started')
@@ -138,6 +158,12 @@ export class VmmSupervisor {
     this.#background(this.#boot(bootFiles, false), 'boot')
   }
 
+  /** A boot that failed before there was a process: nothing runs, only the devices are released. */
+  async #failWithoutProcess (reason: string): Promise<void> {
+    await this.#releaseDevices()
+    await this.#update({ state: 'failed', exit: { cause: 'boot-failed', code: null, signal: null }, reason })
+  }
+
   /** Takes over a live VMM process started by an earlier agent and resumes what it was doing. */
   async adopt (identity: ProcessIdentity): Promise<void> {
     if (this.record.pid !== identity.pid || this.record.pidStartTime !== identity.startTime) {
@@ -145,6 +171,7 @@ export class VmmSupervisor {
     }
     this.log.info({ pid: identity.pid, state: this.record.state }, 'adopted running VMM process')
     this.#attach(VmmProcess.adopt(identity, this.context.settings.processPollMs), true)
+    this.console.start()
     if (this.record.state === 'starting') this.#background(this.#boot(null, true), 'resumed boot')
     if (this.record.state === 'rebooting') this.#background(this.#settleInterruptedReboot(), 'resumed reboot')
     if (this.record.stopDeadline !== null && !this.terminal) this.#armStop()
@@ -188,6 +215,7 @@ export class VmmSupervisor {
     if (this.record.state === 'destroyed') return
     if (this.terminal) {
       await removeSocketFiles(this.paths.apiSocket)
+      await this.#releaseDevices()
       await this.#update({
         state: 'destroyed',
         destroyRequested: true,
@@ -218,6 +246,7 @@ export class VmmSupervisor {
   /** Stops watching the VMM without touching its process: the agent is shutting down. */
   release (): void {
     this.#stopTimers()
+    this.console.stop().catch(() => {})
     this.#tail?.stop()
     this.#longCall?.abort()
     this.#process?.release()
@@ -255,9 +284,17 @@ export class VmmSupervisor {
       : await readEventFile(this.paths.events)
     const outcome = classifyExit(this.record, observed, endsWithVmmShutdown)
     await removeSocketFiles(this.paths.apiSocket)
+    await this.#releaseDevices()
     const log = outcome.state === 'failed' ? this.log.warn.bind(this.log) : this.log.info.bind(this.log)
     log({ exit: outcome.exit }, `VMM ${outcome.state}: ${outcome.reason}`)
     await this.#update({ state: outcome.state, exit: outcome.exit, reason: outcome.reason, unresponsiveSince: null })
+  }
+
+  /** Removes the VMM's TAPs; one that cannot be removed is logged and left to the reconciler. */
+  async #releaseDevices (): Promise<void> {
+    await this.context.devices.release(this.record.spec).catch((err: Error) => {
+      this.log.warn({ err: err.message }, "cannot remove the VMM's TAPs; the reconciler reaps them")
+    })
   }
 
   // --- boot and reboot ---------------------------------------------------------------------
@@ -270,9 +307,10 @@ export class VmmSupervisor {
       await this.#waitForApi(abort.signal)
       const vmState = resume ? await this.#vmState() : null
       if (vmState === null) {
-        const files = bootFiles ?? await this.context.images.resolveBootFiles(this.record.spec)
-        await this.#client.createVm(buildVmConfig(this.record.spec, files, this.paths.serial))
+        const files = bootFiles ?? await this.context.devices.prepare(this.record.instanceId, this.record.spec)
+        await this.#client.createVm(buildVmConfig(this.record.spec, files, this.paths.console))
       }
+      this.console.start()
       if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#client.bootVm(abort.signal)
       this.#endLongCall(abort)
       if (this.record.state === 'starting') await this.#update({ state: 'running', reason: 'VM booted' })

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { StackConfig } from '../../config/index.js'
 import { REPO_ROOT } from '../tools/paths.js'
 import type { StackPaths } from './data-dir.js'
+import { HOST_BRIDGE, hostNetworkName } from './host-network.js'
 import type { Hypervisor } from './hypervisor.js'
 import type { ComponentSpec } from './supervisor.js'
 
@@ -29,6 +30,10 @@ export interface HostPlan {
   url: string
   stateDir: string
   imageDir: string
+  /** The shared storage directory (the same for every host). */
+  storageDir: string
+  /** The host's network namespace (host-network.ts). */
+  netns: string
 }
 
 const ENTRY_POINTS = ['worker', 'agent', 'api'].map((name) => join(REPO_ROOT, 'dist', 'bin', `${name}.js`))
@@ -47,7 +52,15 @@ export function planHosts (config: StackConfig, paths: StackPaths): HostPlan[] {
   return Array.from({ length: config.hosts }, (_, i) => {
     const id = `host-${i + 1}`
     const port = config.agentBasePort + i
-    return { id, component: `agent-${id}`, port, url: `http://127.0.0.1:${port}`, ...paths.host(id) }
+    return {
+      id,
+      component: `agent-${id}`,
+      port,
+      url: `http://127.0.0.1:${port}`,
+      ...paths.host(id),
+      storageDir: paths.storageDir,
+      netns: hostNetworkName(paths.dataDir, id)
+    }
   })
 }
 
@@ -77,6 +90,9 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_AGENT_PORT: String(host.port),
     VMPLANE_AGENT_STATE_DIR: host.stateDir,
     VMPLANE_IMAGE_DIR: host.imageDir,
+    VMPLANE_STORAGE_DIR: host.storageDir,
+    VMPLANE_AGENT_NETNS: host.netns,
+    VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary
   })

@@ -6,7 +6,8 @@
  *   postgres-password                           secrets, generated once (mode 0600)
  *   postgres/                                   the PostgreSQL cluster
  *   temporal/temporal.sqlite                    the Temporal dev server's database
- *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and boot images
+ *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and images
+ *   storage/                                    instances' disks and seeds, shared by every host
  *   logs/<component>.log                        every component's output, appended across runs
  *   run/<component>.pid, run/stack.json         what runs now; gone once the stack has stopped
  */
@@ -29,6 +30,8 @@ export function stackPaths (dataDir: string) {
     logDir: join(dataDir, 'logs'),
     runDir: join(dataDir, 'run'),
     stackFile: join(dataDir, 'run', 'stack.json'),
+    /** One storage directory for every host: the shared storage a real deployment mounts on each. */
+    storageDir: join(dataDir, 'storage'),
     host (hostId: string): HostDirs {
       return {
         stateDir: join(dataDir, 'hosts', hostId, 'state'),

@@ -15,6 +15,7 @@ import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
 import { stackPaths, type StackPaths } from '../../scripts/dev-stack/data-dir.js'
 import { readPidFile, readPidFiles } from '../../scripts/dev-stack/pid-files.js'
+import { removeHostNetworks } from '../../scripts/dev-stack/host-network.js'
 import { findVmmProcesses, isRunning, signalProcess, terminate } from '../../scripts/dev-stack/processes.js'
 import { readStackFile, type StackInfo } from '../../scripts/dev-stack/stack-file.js'
 import { waitForStackReady } from '../../scripts/dev-stack/readiness.js'
@@ -205,10 +206,11 @@ export class LaunchedStack {
     return await this.stopProcesses()
   }
 
-  /** `shutdown()`, then kills every VMM the stack left running and removes its data directory. */
+  /** `shutdown()`, then kills every VMM the stack left running and removes its networks and data directory. */
   async stop (): Promise<number | null> {
     const code = await this.stopProcesses()
     await terminate(await findVmmProcesses(this.dataDir), 5000)
+    await removeHostNetworks(this.dataDir)
     await cp(this.paths.logDir, join(this.setup.outputDir, 'logs'), { recursive: true }).catch(() => {})
     await rm(this.dataDir, { recursive: true, force: true })
     return code

@@ -18,7 +18,7 @@ export interface StackInfo {
   /** The read-only token (`viewer` role). */
   viewerToken: string
   agentToken: string
-  hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string }>
+  hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string, storageDir: string, netns: string }>
   startedAt: string
 }
 

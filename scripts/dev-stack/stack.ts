@@ -4,14 +4,14 @@
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the host agents and the API → wait until the stack is ready (readiness.ts: the agents, the
+ * the host agents (each in its network namespace, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the agents, the
  * API with the worker behind it, every host active) → write run/stack.json and print where
  * everything is.
  *
  * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
- * left running, like VMs on a real host whose control plane restarts: the next start's agents
- * re-adopt them.
+ * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
+ * the next start's agents re-adopt them.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
@@ -23,6 +23,7 @@ import {
   type ComponentContext, type HostPlan
 } from './components.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
+import { ensureHostNetwork, removeHostNetworks } from './host-network.js'
 import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
@@ -104,6 +105,7 @@ export class DevStack {
     this.startComponent(workerSpec(context))
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
+      await ensureHostNetwork(host.netns)
       if (hypervisor.simulated) await writeStandInImages(host.imageDir)
       else await mkdir(host.imageDir, { recursive: true })
       this.startComponent(agentSpec(context, host, hypervisor))
@@ -132,7 +134,7 @@ export class DevStack {
       apiToken,
       viewerToken,
       agentToken,
-      hosts: this.hosts.map(({ id, url, stateDir, imageDir }) => ({ id, url, stateDir, imageDir })),
+      hosts: this.hosts.map(({ id, url, stateDir, imageDir, storageDir, netns }) => ({ id, url, stateDir, imageDir, storageDir, netns })),
       startedAt: new Date().toISOString()
     }
     this.stopping.signal.throwIfAborted()
@@ -216,6 +218,8 @@ export class DevStack {
   private finish (): Promise<void> {
     this.finished ??= (async () => {
       const vmms = await findVmmProcesses(this.paths.dataDir)
+      // The hosts' networks stay with the VMMs that use them; with none left, they go.
+      if (vmms.length === 0) await removeHostNetworks(this.paths.dataDir)
       this.log(vmms.length === 0
         ? 'stopped; no VMM is running'
         : `stopped; ${vmms.length} VMM process(es) left running, for the next start to re-adopt`)

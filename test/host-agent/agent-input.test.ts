@@ -94,7 +94,7 @@ describe('images', () => {
 
 describe('malformed and hostile requests', () => {
   it('refuses oversized bodies, overlong command lines and malformed JSON', async () => {
-    await expectStatus(413, 'PUT', `/v1/vmms/${newVmmId()}`, JSON.stringify({ ...ensureBody(), pad: 'x'.repeat(70_000) }))
+    await expectStatus(413, 'PUT', `/v1/vmms/${newVmmId()}`, JSON.stringify({ ...ensureBody(), pad: 'x'.repeat(300_000) }))
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, withBoot({ kernel: 'vmlinux', cmdline: 'x'.repeat(5000) }))
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"instanceId": ')
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"__proto__": {"admin": true}}')

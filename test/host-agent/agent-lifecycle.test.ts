@@ -7,20 +7,13 @@
  */
 import assert from 'node:assert/strict'
 import { access } from 'node:fs/promises'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import type { VmmView } from '../../domain/host-agent-api.js'
-import { ensureBody, newVmmId, TestAgent } from './helpers/agent.js'
-import { buildSimulator, processExists } from './helpers/simulator.js'
+import { ensureBody, newVmmId, TestAgent, useAgent } from './helpers/agent.js'
+import { processExists } from './helpers/simulator.js'
 
-let agent: TestAgent
-
-before(async () => {
-  await buildSimulator()
-  agent = await TestAgent.create()
-  await agent.start()
-})
-
-after(async () => { await agent?.cleanup() })
+let agent!: TestAgent
+useAgent((started) => { agent = started })
 
 async function ensureRunning (cmdline?: string): Promise<{ id: string, view: VmmView }> {
   const view = await agent.ensureRunning(cmdline)

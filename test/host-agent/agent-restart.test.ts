@@ -177,7 +177,7 @@ describe('start-up checks', () => {
     assert.match(output, /VMPLANE_AGENT_STATE_DIR is too long/)
   })
 
-  it('refuses a missing cloud-hypervisor program and a bad setting', async () => {
+  it('refuses a missing cloud-hypervisor program, a bad setting and a missing bridge', async () => {
     agent = await TestAgent.create()
     const missing = await refusedStart({ ...agent.env, VMPLANE_CLOUD_HYPERVISOR: join(agent.root, 'no-such-program') })
     assert.equal(missing.code, 1)
@@ -185,5 +185,8 @@ describe('start-up checks', () => {
     const bad = await refusedStart({ ...agent.env, VMPLANE_AGENT_TOKEN: 'short' })
     assert.equal(bad.code, 2)
     assert.match(bad.output, /VMPLANE_AGENT_TOKEN: must be at least 16 characters/)
+    const noBridge = await refusedStart({ ...agent.env, VMPLANE_AGENT_BRIDGE: 'nobridge0' })
+    assert.equal(noBridge.code, 1)
+    assert.match(noBridge.output, new RegExp(`no bridge nobridge0 in network namespace ${agent.network.netns}`))
   })
 })

@@ -95,11 +95,20 @@ async function startRecorder (socketPath: string, recorded: Recorded[]): Promise
 
 const spec1: VmmSpec = { vcpus: 2, memoryMiB: 1024, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline: 'console=ttyS0 quiet' } }
 const spec2: VmmSpec = { vcpus: 64, memoryMiB: 64, boot: { kernel: 'boot/vmlinux' } }
-const withInitramfs: ResolvedBootFiles = { kernel: '/images/vmlinux', initramfs: '/images/initrd.img', disks: [] }
-const withDisk: ResolvedBootFiles = {
+const withInitramfs: ResolvedBootFiles = { kernel: '/images/vmlinux', initramfs: '/images/initrd.img', disks: [], nets: [] }
+/** An instance with a boot overlay, a data disk, its seed and two interfaces, as the agent prepares it. */
+const withDevices: ResolvedBootFiles = {
   kernel: '/images/boot/vmlinux',
   initramfs: null,
-  disks: [{ path: '/images/root.raw', readonly: false, imageType: 'Raw' }, { path: '/images/data.qcow2', readonly: true, imageType: 'Qcow2' }]
+  disks: [
+    { path: '/storage/disks/5b1c2f4e-8a0d-4e57-9d3e-0c6f1a2b3c4d.qcow2', readonly: false, imageType: 'Qcow2' },
+    { path: '/storage/disks/6c2d3e5f-9b1e-4f68-8e4f-1d7a2b3c4d5e.raw', readonly: false, imageType: 'Raw' },
+    { path: '/storage/seeds/7d3e4f60-ac2f-4079-9f50-2e8b3c4d5e6f.img', readonly: true, imageType: 'Raw' }
+  ],
+  nets: [
+    { tap: 'vmp0e8b3c4d5e6f', mac: '0e:8b:3c:4d:5e:6f', numQueues: 2 },
+    { tap: 'vmp1a2b3c4d5e6f', mac: '1a:2b:3c:4d:5e:6f', numQueues: 2 }
+  ]
 }
 
 describe('conformance with cloud-hypervisor.yaml', () => {
@@ -122,8 +131,8 @@ describe('conformance with cloud-hypervisor.yaml', () => {
     const client = new CloudHypervisorClient(socketPath, 2000)
     try {
       await client.ping()
-      await client.createVm(buildVmConfig(spec1, withInitramfs, '/state/vmm/serial.log'))
-      await client.createVm(buildVmConfig(spec2, withDisk, '/state/vmm/serial.log'))
+      await client.createVm(buildVmConfig(spec1, withInitramfs, '/state/vmm/con.sock'))
+      await client.createVm(buildVmConfig(spec2, withDevices, '/state/vmm/con.sock'))
       await client.bootVm(AbortSignal.timeout(2000))
       await client.info()
       await client.powerButton()
@@ -159,14 +168,23 @@ describe('conformance with cloud-hypervisor.yaml', () => {
     }
   })
 
-  it('vm.create bodies carry what the real program needs: bytes, console Off, serial to a file, explicit image types', () => {
-    const config = buildVmConfig(spec2, withDisk, '/state/serial.log')
+  it('vm.create bodies carry what the real program needs: bytes, console Off, serial to a socket, explicit image types, backing files for overlays, named TAPs', () => {
+    const config = buildVmConfig(spec2, withDevices, '/state/con.sock')
     assertValid('#/components/schemas/VmConfig', config)
+    for (const disk of config.disks ?? []) assertValid('#/components/schemas/DiskConfig', disk)
+    for (const nic of config.net ?? []) assertValid('#/components/schemas/NetConfig', nic)
+    assertValid('#/components/schemas/ConsoleConfig', config.serial)
     assert.equal(config.memory.size, 64 * 1024 * 1024)
     assert.deepEqual(config.console, { mode: 'Off' })
-    assert.deepEqual(config.serial, { mode: 'File', file: '/state/serial.log' })
-    assert.deepEqual(config.disks?.map((d) => d.image_type), ['Raw', 'Qcow2'])
-    assert.equal(buildVmConfig(spec1, withInitramfs, '/s').disks, undefined, 'no disks key without disks')
+    assert.deepEqual(config.serial, { mode: 'Socket', socket: '/state/con.sock' })
+    assert.deepEqual(config.disks?.map((d) => [d.image_type, d.backing_files, d.readonly]), [['Qcow2', true, false], ['Raw', undefined, false], ['Raw', undefined, true]])
+    assert.deepEqual(config.net, [
+      { tap: 'vmp0e8b3c4d5e6f', mac: '0e:8b:3c:4d:5e:6f', num_queues: 2 },
+      { tap: 'vmp1a2b3c4d5e6f', mac: '1a:2b:3c:4d:5e:6f', num_queues: 2 }
+    ])
+    const bare = buildVmConfig(spec1, withInitramfs, '/s')
+    assert.equal(bare.disks, undefined, 'no disks key without disks')
+    assert.equal(bare.net, undefined, 'no net key without interfaces')
   })
 
   it("the simulator's answers match the spec's response schemas", async () => {

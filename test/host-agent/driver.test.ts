@@ -80,7 +80,7 @@ async function launch (target: Target): Promise<Launched> {
 
 function configFor (target: Target, vmm: Launched, cmdline = 'console=ttyS0') {
   const kernel = target.kernel ?? workspace.kernel
-  return buildVmConfig({ ...spec, boot: { ...spec.boot, cmdline } }, { kernel, initramfs: null, disks: [] }, vmm.paths.serial)
+  return buildVmConfig({ ...spec, boot: { ...spec.boot, cmdline } }, { kernel, initramfs: null, disks: [], nets: [] }, vmm.paths.console)
 }
 
 for (const target of targets) {

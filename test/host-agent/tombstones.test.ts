@@ -8,9 +8,12 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { pino } from 'pino'
 import { ImageResolver } from '../../host-agent/images.js'
+import { TapDevices } from '../../host-agent/network/taps.js'
+import { InstanceStorage } from '../../host-agent/storage/instance-storage.js'
 import { RecordStore } from '../../host-agent/store/record-store.js'
 import type { AgentVmmRecord } from '../../host-agent/store/record.js'
 import { Supervisor } from '../../host-agent/supervisor/supervisor.js'
+import { VmmDevices } from '../../host-agent/supervisor/vmm-devices.js'
 import { ensureBody, newVmmId } from './helpers/agent.js'
 import { SIMULATOR_BINARY, tempDir } from './helpers/simulator.js'
 
@@ -51,6 +54,7 @@ describe('tombstones', () => {
       await mkdir(store.dirOf(record.id), { recursive: true })
       await writeFile(join(store.dirOf(record.id), 'record.json'), JSON.stringify(record))
     }
+    const images = new ImageResolver(dir.dir)
     const supervisor = new Supervisor({
       settings: {
         hostId: 'host-test',
@@ -60,10 +64,12 @@ describe('tombstones', () => {
         powerButtonIntervalMs: 1000,
         processPollMs: 1000,
         apiReadyTimeoutMs: 1000,
-        killWaitMs: 1000
+        killWaitMs: 1000,
+        commandPrefix: [],
+        serialLogBytes: 1024
       },
       store,
-      images: new ImageResolver(dir.dir),
+      devices: new VmmDevices(images, new InstanceStorage(join(dir.dir, 'storage'), images), new TapDevices(null, 'vmplane0')),
       log: pino({ level: 'silent' }),
       onChange: () => {},
       onKill: () => {}

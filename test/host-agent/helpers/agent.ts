@@ -1,21 +1,25 @@
 /**
- * A real host-agent process for a test (`node dist/bin/agent.js`), on its own state and image
- * directories under /tmp and a free port, with short timeouts set through its configuration.
+ * A real host-agent process for a test (`node dist/bin/agent.js`), on its own state, image and
+ * storage directories under /tmp, its own network namespace (with the bridge its TAPs go on) and
+ * a free port, with short timeouts set through its configuration.
  * It can be SIGKILLed and started again on the same directories, as a crash and restart would.
  * `cleanup()` ends the agent and every VMM process under its state directory, by PID, and
- * removes the directories; the agent's output is kept in test-output/host-agent/.
+ * removes the directories and the namespace; the agent's output is kept in test-output/host-agent/.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream } from 'node:fs'
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { VmmView } from '../../../domain/host-agent-api.js'
 import { findVmmProcesses } from '../../../host-agent/supervisor/adoption.js'
 import type { RunningProcess } from '../../../host-agent/process/proc.js'
+import { createHostNetwork, type HostNetwork } from '../../../scripts/dev-stack/host-network.js'
+import { writeStandInImages } from '../../../scripts/dev-stack/hypervisor.js'
 import { freePorts } from '../../../scripts/dev-stack/launcher.js'
 import { waitFor } from '../../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
-import { SIMULATOR_BINARY } from './simulator.js'
+import { after, before } from 'node:test'
+import { SIMULATOR_BINARY, buildSimulator } from './simulator.js'
 
 export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
@@ -35,6 +39,18 @@ export interface ApiResponse<T = unknown> {
 
 let runs = 0
 
+/** A started agent for a whole test file, cleaned up after it: `useAgent((started) => { agent = started })`. */
+export function useAgent (started: (agent: TestAgent) => void): void {
+  let agent: TestAgent | undefined
+  before(async () => {
+    await buildSimulator()
+    agent = await TestAgent.create()
+    await agent.start()
+    started(agent)
+  })
+  after(async () => { await agent?.cleanup() })
+}
+
 export class TestAgent {
   child: ChildProcess | null = null
   #exit: Promise<void> | null = null
@@ -43,15 +59,15 @@ export class TestAgent {
     readonly root: string,
     readonly env: NodeJS.ProcessEnv,
     readonly url: string,
-    readonly logFile: string
+    readonly logFile: string,
+    readonly network: HostNetwork
   ) {}
 
   static async create (options: AgentOptions = {}): Promise<TestAgent> {
     const root = await mkdtemp('/tmp/vmp-ag-')
     const imageDir = join(root, 'images')
-    await mkdir(imageDir)
-    await writeFile(join(imageDir, 'vmlinux'), 'stand-in kernel\n')
-    await writeFile(join(imageDir, 'initrd.img'), 'stand-in initramfs\n')
+    await writeStandInImages(imageDir)
+    const network = await createHostNetwork('ag')
     const port = await freePorts(1)
     const env: NodeJS.ProcessEnv = {
       ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VMPLANE_'))),
@@ -61,6 +77,9 @@ export class TestAgent {
       VMPLANE_AGENT_TOKEN: TOKEN,
       VMPLANE_AGENT_STATE_DIR: join(root, 'state'),
       VMPLANE_IMAGE_DIR: imageDir,
+      VMPLANE_STORAGE_DIR: join(root, 'storage'),
+      VMPLANE_AGENT_NETNS: network.netns,
+      VMPLANE_AGENT_BRIDGE: network.bridge,
       VMPLANE_CLOUD_HYPERVISOR: SIMULATOR_BINARY,
       VMPLANE_TEMPORAL_ADDRESS: options.temporalAddress ?? `127.0.0.1:${await freePorts(1)}`,
       VMPLANE_HEARTBEAT_SECONDS: '0.5',
@@ -72,7 +91,7 @@ export class TestAgent {
       ...options.env
     }
     await mkdir(OUTPUT_DIR, { recursive: true })
-    return new TestAgent(root, env, `http://127.0.0.1:${port}`, join(OUTPUT_DIR, `${basename(root)}.log`))
+    return new TestAgent(root, env, `http://127.0.0.1:${port}`, join(OUTPUT_DIR, `${basename(root)}.log`), network)
   }
 
   get stateDir (): string {
@@ -81,6 +100,10 @@ export class TestAgent {
 
   get imageDir (): string {
     return this.env.VMPLANE_IMAGE_DIR!
+  }
+
+  get storageDir (): string {
+    return this.env.VMPLANE_STORAGE_DIR!
   }
 
   get vmmsDir (): string {
@@ -176,6 +199,7 @@ export class TestAgent {
         // Already gone.
       }
     }
+    await this.network.remove()
     await rm(this.root, { recursive: true, force: true })
   }
 }

@@ -64,8 +64,10 @@ export async function writeImages (dir: string): Promise<{ kernel: string, initr
   return { kernel, initramfs }
 }
 
-export function runSimulator (args: string[], cwd?: string): { child: ChildProcess, exit: Promise<Exit> } {
-  const child = spawn(SIMULATOR_BINARY, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+/** Runs the simulator, after `prefix` (as the agent's launch does: a namespace to enter, a capability drop). */
+export function runSimulator (args: string[], cwd?: string, prefix: readonly string[] = []): { child: ChildProcess, exit: Promise<Exit> } {
+  const [program, ...rest] = [...prefix, SIMULATOR_BINARY, ...args]
+  const child = spawn(program!, rest, { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   const exit = once(child, 'exit').then(([code, signal]) => ({ code, signal }) as Exit)
   return { child, exit }
 }
@@ -88,9 +90,9 @@ export class SimulatedVmm {
   ) {}
 
   /** Starts a VMM in `dir` exactly as the agent does, and waits for its API socket. */
-  static async start (dir: string): Promise<SimulatedVmm> {
+  static async start (dir: string, prefix: readonly string[] = []): Promise<SimulatedVmm> {
     const paths = vmmPaths(dir)
-    const { child, exit } = runSimulator(vmmArguments(paths), dir)
+    const { child, exit } = runSimulator(vmmArguments(paths), dir, prefix)
     const vmm = new SimulatedVmm(paths, child, exit)
     const exited = new AbortController()
     child.once('exit', () => { exited.abort() })
@@ -120,7 +122,7 @@ export class SimulatedVmm {
 
   /** Creates and boots a VM whose kernel command line is `cmdline`. */
   async boot (kernel: string, cmdline = ''): Promise<void> {
-    const created = await this.call('PUT', 'vm.create', JSON.stringify(vmConfig(kernel, cmdline, this.paths.serial)))
+    const created = await this.call('PUT', 'vm.create', JSON.stringify(vmConfig(kernel, cmdline, this.paths.serialLog)))
     if (created.status !== 204) throw new Error(`vm.create: ${created.status} ${created.body}`)
     const booted = await this.call('PUT', 'vm.boot')
     if (booted.status !== 204) throw new Error(`vm.boot: ${booted.status} ${booted.body}`)

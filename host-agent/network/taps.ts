@@ -1,0 +1,102 @@
+/**
+ * The host's TAP devices, made with iproute2 before a VMM starts and removed once it is gone.
+ *
+ * Each interface's TAP is named after the interface (domain/interfaces.ts), so a retry or a
+ * restarted agent finds the one it made. It is created persistent, owned by root, with
+ * `vnet_hdr` and with `multi_queue` exactly when the VMM will open more than one queue pair
+ * (Cloud Hypervisor refuses a TAP whose flag does not match), attached to the host's bridge and
+ * brought UP; so the VMM, which runs without CAP_NET_ADMIN, only has to open it.
+ *
+ * All of this happens in the host's network namespace: the one the agent runs in, or the one
+ * `VMPLANE_AGENT_NETNS` names (the dev stack and the tests give each simulated host its own),
+ * where the VMM runs too.
+ */
+import { isVmplaneTapName } from '../../domain/interfaces.js'
+import { crashPoint } from '../../faults/crash-points.js'
+import { runCommand } from '../process/command.js'
+
+export interface TapDevice {
+  name: string
+  multiQueue: boolean
+  bridge: string | null
+  up: boolean
+}
+
+interface IpLink {
+  ifname: string
+  flags?: string[]
+  master?: string
+  linkinfo?: { info_kind?: string, info_data?: { type?: string, multi_queue?: boolean } }
+}
+
+export class TapDevices {
+  constructor (readonly netns: string | null, readonly bridge: string) {}
+
+  /** The command line that runs a program inside the host's network namespace. */
+  get enterCommand (): string[] {
+    return this.netns === null ? [] : ['ip', 'netns', 'exec', this.netns]
+  }
+
+  /** Checks the bridge exists in the namespace (at start-up, so a mistake shows at once). */
+  async checkBridge (): Promise<void> {
+    const links = await this.#links(['show', 'dev', this.bridge]).catch(() => [])
+    if (links.length === 0 || links[0]?.linkinfo?.info_kind !== 'bridge') {
+      throw new Error(`no bridge ${this.bridge} in ${this.#where()} (VMPLANE_AGENT_BRIDGE)`)
+    }
+  }
+
+  /** The TAP, made (or repaired: attached, UP) if it is missing. */
+  async ensure (name: string, multiQueue: boolean): Promise<void> {
+    let tap = await this.find(name)
+    if (tap !== null && tap.multiQueue !== multiQueue) {
+      // Made for another queue count (the instance was resized): a TAP's flags cannot change.
+      await this.remove(name)
+      tap = null
+    }
+    if (tap === null) {
+      await this.#ip(['tuntap', 'add', 'dev', name, 'mode', 'tap', 'user', '0', 'vnet_hdr', ...(multiQueue ? ['multi_queue'] : [])])
+      crashPoint('agent.tap.after-create')
+    }
+    if (tap?.bridge !== this.bridge || !tap.up) await this.#ip(['link', 'set', 'dev', name, 'master', this.bridge, 'up'])
+  }
+
+  /** Removes the TAP; false when there was none. */
+  async remove (name: string): Promise<boolean> {
+    if (await this.find(name) === null) return false
+    await this.#ip(['link', 'del', 'dev', name])
+    return true
+  }
+
+  async find (name: string): Promise<TapDevice | null> {
+    const links = await this.#links(['show', 'dev', name]).catch(() => [])
+    const link = links[0]
+    return link === undefined || link.linkinfo?.info_kind !== 'tun' ? null : toTap(link)
+  }
+
+  /** Every TAP with a name vmplane gives. */
+  async list (): Promise<TapDevice[]> {
+    const links = await this.#links(['show', 'type', 'tun'])
+    return links.filter((link) => isVmplaneTapName(link.ifname)).map(toTap)
+  }
+
+  async #links (args: string[]): Promise<IpLink[]> {
+    return JSON.parse(await this.#ip(['-json', '-details', 'link', ...args])) as IpLink[]
+  }
+
+  async #ip (args: string[]): Promise<string> {
+    return await runCommand('ip', [...(this.netns === null ? [] : ['-n', this.netns]), ...args])
+  }
+
+  #where (): string {
+    return this.netns === null ? "the agent's network namespace" : `network namespace ${this.netns}`
+  }
+}
+
+function toTap (link: IpLink): TapDevice {
+  return {
+    name: link.ifname,
+    multiQueue: link.linkinfo?.info_data?.multi_queue === true,
+    bridge: link.master ?? null,
+    up: link.flags?.includes('UP') ?? false
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * What a VMM needs on the host before it starts, made from its spec (I3: each thing named by the
+ * ID of the decision that made it, made if missing, found if there):
+ *
+ * - its kernel and initramfs, resolved inside the image directory;
+ * - its disks (storage/instance-storage.ts), in the guest's order, then the cloud-init seed;
+ * - a TAP per interface (network/taps.ts), with the multi-queue flag `num_queues` needs.
+ *
+ * `release` removes the TAPs once the VMM is gone; disks and seeds outlive VMMs (they persist
+ * across stop and start) and go only when the control plane deletes them.
+ */
+import type { VmmSpec } from '../../domain/host-agent-api.js'
+import { macOf, netQueuesFor, tapNameOf } from '../../domain/interfaces.js'
+import type { ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
+import type { ImageResolver } from '../images.js'
+import type { TapDevices } from '../network/taps.js'
+import type { InstanceStorage } from '../storage/instance-storage.js'
+
+export class VmmDevices {
+  constructor (
+    readonly images: ImageResolver,
+    readonly storage: InstanceStorage,
+    readonly taps: TapDevices
+  ) {}
+
+  /**
+   * Checks what the spec names from the image directory, before anything is recorded or made:
+   * an ImageError is the caller's mistake.
+   */
+  async check (spec: VmmSpec): Promise<void> {
+    await this.images.resolve(spec.boot.kernel)
+    if (spec.boot.initramfs !== undefined) await this.images.resolve(spec.boot.initramfs)
+    for (const disk of spec.disks ?? []) if (disk.image !== undefined) await this.images.baseImage(disk.image)
+  }
+
+  async prepare (instanceId: string, spec: VmmSpec): Promise<ResolvedBootFiles> {
+    const kernel = await this.images.resolve(spec.boot.kernel)
+    const initramfs = spec.boot.initramfs === undefined ? null : await this.images.resolve(spec.boot.initramfs)
+    const disks = []
+    for (const disk of spec.disks ?? []) disks.push(await this.storage.ensureDisk(disk))
+    const interfaces = spec.interfaces ?? []
+    if (spec.cloudInit !== undefined) disks.push(await this.storage.ensureSeed(instanceId, spec.cloudInit, interfaces))
+    const numQueues = netQueuesFor(spec.vcpus)
+    for (const nic of interfaces) await this.taps.ensure(tapNameOf(nic.id), numQueues > 2)
+    const nets = interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
+    return { kernel, initramfs, disks, nets }
+  }
+
+  /** Removes the VMM's TAPs; what cannot be removed now is left for the reconciler. */
+  async release (spec: VmmSpec): Promise<void> {
+    for (const nic of spec.interfaces ?? []) await this.taps.remove(tapNameOf(nic.id))
+  }
+}
