@@ -91,6 +91,30 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
       return view === null ? null : toReport(view, input.hostId)
     },
 
+    /**
+     * Removes a destroyed instance's disks and seed from the storage every host mounts, through
+     * any active host's agent (its last VMM's host first). Called once its VMMs are confirmed
+     * gone. `nothing-made` when no VMM of it ever ran (no file was made); `deferred` when no host
+     * is active: the files are then left to the reconciler, which reaps storage no live record
+     * owns once a host is back.
+     */
+    async releaseInstanceStorage (input: { instanceId: string }): Promise<'released' | 'nothing-made' | 'deferred'> {
+      const { rows } = await deps.pool.query(
+        `SELECT (SELECT host_id FROM vmms WHERE instance_id = $1 ORDER BY created_at DESC LIMIT 1) AS last_host,
+                (SELECT array_agg(id) FROM disks WHERE instance_id = $1) AS disks`,
+        [input.instanceId]
+      )
+      const { last_host: lastHost, disks } = rows[0] as { last_host: string | null, disks: string[] | null }
+      if (lastHost === null) return 'nothing-made'
+      const host = await deps.pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id = $1 DESC, id LIMIT 1", [lastHost])
+      if (host.rowCount === 0) return 'deferred'
+      await onAgent(deps, host.rows[0].id, async (url) => {
+        for (const diskId of disks ?? []) await client.removeStored(url, 'disks', diskId)
+        await client.removeStored(url, 'seeds', input.instanceId)
+      })
+      return 'released'
+    },
+
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
     async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
       const view = await onAgent(deps, input.hostId, (url) => client.destroyVmm(url, input.vmmId))

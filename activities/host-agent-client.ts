@@ -10,12 +10,19 @@
 import { z } from 'zod'
 import {
   agentErrorSchema,
+  baseImageListSchema,
+  removedSchema,
+  storageListingSchema,
   strayListSchema,
+  tapListSchema,
   vmmListSchema,
   vmmViewSchema,
+  type BaseImage,
   type EnsureVmmRequest,
   type PowerButtonRequest,
+  type StorageListing,
   type StrayView,
+  type TapView,
   type VmmView
 } from '../domain/host-agent-api.js'
 import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
@@ -68,7 +75,35 @@ export class HostAgentClient {
     return await unlessNotFound(this.call(agentUrl, 'DELETE', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema), null)
   }
 
-  private async call<T> (agentUrl: string, method: string, path: string, body: unknown, schema: z.ZodType<T>): Promise<T> {
+  async listImages (agentUrl: string): Promise<BaseImage[]> {
+    return (await this.call(agentUrl, 'GET', '/v1/images', undefined, baseImageListSchema)).items
+  }
+
+  /** The storage directory every host mounts, as this agent sees it. */
+  async listStorage (agentUrl: string): Promise<StorageListing> {
+    return await this.call(agentUrl, 'GET', '/v1/storage', undefined, storageListingSchema)
+  }
+
+  /** Removes a file of the storage (`disks/<id>`, `seeds/<instanceId>`, `partial/<name>`); false when there was none. */
+  async removeStored (agentUrl: string, kind: 'disks' | 'seeds' | 'partial', name: string): Promise<boolean> {
+    return (await this.call(agentUrl, 'DELETE', `/v1/storage/${kind}/${name}`, undefined, removedSchema)).removed
+  }
+
+  async listTaps (agentUrl: string): Promise<TapView[]> {
+    return (await this.call(agentUrl, 'GET', '/v1/taps', undefined, tapListSchema)).items
+  }
+
+  /** Removes a TAP no live VMM has; false when there was none. */
+  async removeTap (agentUrl: string, name: string): Promise<boolean> {
+    return (await this.call(agentUrl, 'DELETE', `/v1/taps/${name}`, undefined, removedSchema)).removed
+  }
+
+  /** The end of the VMM's serial log. */
+  async consoleLog (agentUrl: string, vmmId: string, bytes: number): Promise<string> {
+    return await this.call(agentUrl, 'GET', `/v1/vmms/${vmmId}/console/log?bytes=${bytes}`, undefined, z.string(), 'text')
+  }
+
+  private async call<T> (agentUrl: string, method: string, path: string, body: unknown, schema: z.ZodType<T>, as: 'json' | 'text' = 'json'): Promise<T> {
     const where = `${method} ${agentUrl}${path}`
     let response: Response
     try {
@@ -89,7 +124,7 @@ export class HostAgentClient {
       const errorClass = classifyAgentStatus(response.status)
       throw new HostAgentError(errorClass, `${where}: ${response.status} ${agentMessage(text)}`, response.status)
     }
-    const parsed = schema.safeParse(parseJson(text))
+    const parsed = schema.safeParse(as === 'text' ? text : parseJson(text))
     if (!parsed.success) {
       throw new HostAgentError('HostUnreachable', `${where}: unexpected response: ${parsed.error.message}`, response.status)
     }

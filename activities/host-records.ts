@@ -2,7 +2,8 @@
  * Host records: liveness from heartbeats (written by each host's monitor workflow) and contact
  * from the calls the control plane makes to the host's agent (written by those activities).
  *
- * A heartbeat registers the host on first contact, keeps its address and capacity current,
+ * A heartbeat registers the host on first contact, keeps its address, capacity, storage and
+ * images current,
  * and brings an `unreachable` host back to `active`. A `lost` host stays lost: only an operator
  * fenced it, and only an operator may bring it back (I6). Calls that fail are tracked apart, in
  * `contact_failing_since`: a host may heartbeat and still not answer, and either way the control
@@ -12,6 +13,8 @@
  * its events when the host becomes unreachable (silent for the threshold, or calls failing for
  * it) and when it answers again; its conditions show the same (domain/conditions.ts).
  */
+import { createHash } from 'node:crypto'
+import { recordHostImages } from '../db/images.js'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
 import type { HostAnnouncement, HostStatus } from '../domain/host.js'
 
@@ -30,12 +33,13 @@ export async function recordHostHeartbeat (pool: Pool, announcement: HostAnnounc
   return await inTransaction(pool, async (tx) => {
     const before = await tx.query('SELECT status FROM hosts WHERE id = $1 FOR UPDATE', [announcement.hostId])
     const { rows } = await tx.query(
-      `INSERT INTO hosts (id, agent_url, vcpus, memory_mib, last_heartbeat_at, agent_started_at)
-       VALUES ($1, $2, $3, $4, now(), $5)
+      `INSERT INTO hosts (id, agent_url, vcpus, memory_mib, last_heartbeat_at, agent_started_at, storage_gib)
+       VALUES ($1, $2, $3, $4, now(), $5, $6)
        ON CONFLICT (id) DO UPDATE SET
          agent_url = EXCLUDED.agent_url,
          vcpus = EXCLUDED.vcpus,
          memory_mib = EXCLUDED.memory_mib,
+         storage_gib = EXCLUDED.storage_gib,
          last_heartbeat_at = now(),
          agent_started_at = EXCLUDED.agent_started_at,
          status = CASE WHEN hosts.status = 'unreachable' THEN 'active' ELSE hosts.status END,
@@ -46,9 +50,12 @@ export async function recordHostHeartbeat (pool: Pool, announcement: HostAnnounc
         announcement.agentUrl,
         announcement.capacity.vcpus,
         announcement.capacity.memoryMiB,
-        announcement.agentStartedAt
+        announcement.agentStartedAt,
+        announcement.storageGiB ?? null
       ]
     )
+    const images = announcement.images ?? []
+    await recordHostImages(tx, announcement.hostId, images, createHash('sha256').update(JSON.stringify(images)).digest('hex'))
     if (before.rows[0]?.status === 'unreachable') {
       await tellInstancesOn(tx, announcement.hostId, `host ${announcement.hostId} is heard from again`)
     }

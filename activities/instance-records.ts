@@ -112,14 +112,26 @@ export async function readSnapshot (db: Pool | PoolClient, instanceId: string): 
 }
 
 /**
- * The instance as an execution begins with it. A create's execution first inserts the row if the
- * API did not (it died before its transaction committed); `null` if the instance does not exist
- * (or, for a create, its name was taken meanwhile).
+ * The instance as an execution begins with it. A create's execution first inserts the rows if
+ * the API did not (it died before its transaction committed); `null` if the instance does not
+ * exist (or, for a create, its rows cannot be made now: its name or an address it asked for was
+ * taken meanwhile, its network deleted, the storage filled. Nothing is made then, and nobody was
+ * told the create was accepted).
  */
 export async function openInstance (pool: Pool, instanceId: string, create?: NewInstance): Promise<InstanceSnapshot | null> {
-  if (create !== undefined && !await insertInstance(pool, instanceId, create)) return null
+  if (create !== undefined) {
+    const outcome = await inTransaction(pool, async (tx) => {
+      const inserted = await insertInstance(tx, instanceId, create)
+      // Nothing of a create that cannot be made stays: the transaction is rolled back.
+      if (!inserted.inserted) throw new InsertRefused()
+      return inserted
+    }).catch((err: unknown) => { if (err instanceof InsertRefused) return null; throw err })
+    if (outcome === null) return null
+  }
   return await readSnapshot(pool, instanceId)
 }
+
+class InsertRefused extends Error {}
 
 /** Records one change; see the module comment for why it is safe to retry. */
 export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<ChangeResult> {
@@ -175,7 +187,11 @@ async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<
     ]
   )
   if (set.destroyed === true) {
+    // The instance's VMMs are confirmed gone (the halt saw to it): what they held is free again,
+    // its disks' space and its interfaces' addresses and MACs too.
     await tx.query('DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.instance_id = $1', [change.instanceId])
+    await tx.query('UPDATE disks SET destroyed_at = now() WHERE instance_id = $1 AND destroyed_at IS NULL', [change.instanceId])
+    await tx.query('UPDATE interfaces SET released_at = now() WHERE instance_id = $1 AND released_at IS NULL', [change.instanceId])
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * VMM records and host capacity.
  *
- * Placement is one transaction: it chooses a host, inserts the VMM's row and its reservation,
+ * Placement is one transaction: it chooses a host (with room, and with the base image of a boot
+ * disk not made yet), inserts the VMM's row and its reservation,
  * and records the instance's change that makes the VMM its active one. The VMM's ID is named by
  * the operation's placement decision (domain/decisions.ts), so a retry, a replay or a reset finds
  * the VMM that decision placed instead of placing a second one (I3), and no failure can leave a
@@ -54,7 +55,7 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
       hostId = await reserveHost(tx, vmmId, instanceId, request)
     }
     if (hostId === null) {
-      const reason = `no active host has ${request.vcpus} vCPUs and ${request.memoryMiB} MiB free`
+      const reason = `no active host has ${request.vcpus} vCPUs and ${request.memoryMiB} MiB free${await imageNeeded(tx, instanceId)}`
       return { placed: false, code: 'NoCapacity', reason, snapshot: await snapshotOf(tx, instanceId) }
     }
     const placed = await applyInstanceChange(tx, {
@@ -74,14 +75,22 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
 async function reserveHost (tx: PoolClient, vmmId: string, instanceId: string, request: PlacementRequest): Promise<string | null> {
   // Locking the active hosts serialises placements, so two can't both take the last room.
   await tx.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id FOR UPDATE")
+  // A boot disk not made yet is made from its base image on the host that boots it, so that host
+  // needs the image (the same version the create was checked against); once made, the disk is in
+  // the shared storage and any host can run it.
   const { rows } = await tx.query(
     `SELECT h.id,
             h.vcpus - COALESCE(sum(r.vcpus), 0) AS free_vcpus,
             h.memory_mib - COALESCE(sum(r.memory_mib), 0) AS free_memory_mib
        FROM hosts h LEFT JOIN reservations r ON r.host_id = h.id
       WHERE h.status = 'active'
+        AND NOT EXISTS (
+          SELECT 1 FROM disks d
+           WHERE d.instance_id = $1 AND d.image IS NOT NULL AND d.made_at IS NULL AND d.destroyed_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM host_images hi WHERE hi.host_id = h.id AND hi.name = d.image AND hi.sha256 = d.image_sha256))
       GROUP BY h.id
-      ORDER BY h.id`
+      ORDER BY h.id`,
+    [instanceId]
   )
   const fitting = rows.filter((h) => h.free_vcpus >= request.vcpus && h.free_memory_mib >= request.memoryMiB)
   if (fitting.length === 0) return null
@@ -94,6 +103,15 @@ async function reserveHost (tx: PoolClient, vmmId: string, instanceId: string, r
     [vmmId, chosen, request.vcpus, request.memoryMiB]
   )
   return chosen
+}
+
+/** ", and image X" when placement needs a host with the boot disk's base image. */
+async function imageNeeded (tx: PoolClient, instanceId: string): Promise<string> {
+  const { rows } = await tx.query(
+    'SELECT image FROM disks WHERE instance_id = $1 AND image IS NOT NULL AND made_at IS NULL AND destroyed_at IS NULL',
+    [instanceId]
+  )
+  return rows.length === 0 ? '' : ` with image ${rows[0].image}`
 }
 
 async function snapshotOf (tx: PoolClient, instanceId: string): Promise<InstanceSnapshot> {
@@ -144,6 +162,10 @@ async function applyObservation (tx: PoolClient, instanceId: string, report: Vmm
   }
   const vmm = toVmm(rows[0])
   if (terminal) await tx.query('DELETE FROM reservations WHERE vmm_id = $1', [vmm.id])
+  // A VMM runs only once its disks are made (host-agent/supervisor/vmm-devices.ts).
+  if (report.state === 'running') {
+    await tx.query('UPDATE disks SET made_at = now() WHERE instance_id = $1 AND made_at IS NULL AND destroyed_at IS NULL', [instanceId])
+  }
   if ((before.rows[0].unresponsive_since === null) !== (vmm.unresponsiveSince === null) && !terminal) {
     await noteResponsiveness(tx, instanceId, vmm)
   }

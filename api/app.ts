@@ -3,12 +3,14 @@
  * the route contract, then metrics, before any route they shape or instrument), then the public
  * routes, then everything under `/v1` behind the bearer token and its rate limit.
  */
+import websocket from '@fastify/websocket'
 import type { FastifyInstance } from 'fastify'
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
 import type { ApiConfig } from '../config/index.js'
 import { routeContract } from '../http/route-contract.js'
 import { requireToken } from './plugins/auth.js'
 import database from './plugins/database.js'
+import hostAgents from './plugins/host-agents.js'
 import idempotency from './plugins/idempotency.js'
 import metrics from './plugins/metrics.js'
 import openapi from './plugins/openapi.js'
@@ -18,14 +20,17 @@ import rateLimit from './plugins/rate-limit.js'
 import { apiRouteContract } from './plugins/route-contract.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
+import consoleRoutes from './routes/console.js'
 import health from './routes/health.js'
 import hosts from './routes/hosts.js'
+import images from './routes/images.js'
 import instances from './routes/instances.js'
+import networks from './routes/networks.js'
 import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
 
-export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs'>
+export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs' | 'agentToken'>
 
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
@@ -42,6 +47,8 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(temporal, { temporal: opts.temporal })
   await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs })
   await fastify.register(instanceRequests, { defaultStopGraceSeconds: opts.defaultStopGraceSeconds })
+  await fastify.register(hostAgents, { agentToken: opts.agentToken })
+  await fastify.register(websocket)
   await fastify.register(openapi)
   await fastify.register(health)
   await fastify.register(async (v1) => {
@@ -49,8 +56,11 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
     await v1.register(rateLimit, { perMinute: opts.rateLimitPerMinute })
     v1.addHook('preHandler', fastify.idempotent)
     await v1.register(instances)
+    await v1.register(consoleRoutes)
     await v1.register(operations)
     await v1.register(hosts)
+    await v1.register(networks)
+    await v1.register(images)
     await v1.register(admin)
   }, { prefix: '/v1' })
 }

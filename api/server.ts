@@ -5,11 +5,14 @@ import type { Logger } from '../log/logger.js'
 import app from './app.js'
 import { clientErrorHandler, frameworkErrors } from './plugins/problem-details.js'
 
+/** A create with 32 KiB of user-data (which JSON may escape to several times that) and 32 SSH keys. */
+export const API_BODY_LIMIT_BYTES = 512 * 1024
+
 export async function buildServer (config: ApiConfig, logger: Logger): Promise<FastifyInstance> {
   const fastify = Fastify({
     // pino's Logger and Fastify's logger interface differ only in their generic parameters.
     loggerInstance: logger as FastifyBaseLogger,
-    bodyLimit: 64 * 1024,
+    bodyLimit: API_BODY_LIMIT_BYTES,
     frameworkErrors,
     clientErrorHandler
   })

@@ -88,7 +88,8 @@ export function apiConfig (env: Env = process.env) {
       VMPLANE_API_RATE_LIMIT: count.default(6000),
       DATABASE_URL: databaseUrl,
       VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS),
-      VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds
+      VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
+      VMPLANE_AGENT_TOKEN: optionalToken
     }),
     env
   )
@@ -101,6 +102,8 @@ export function apiConfig (env: Env = process.env) {
     databaseUrl: a.DATABASE_URL,
     defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
     hostUnreachableAfterMs: a.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
+    /** The host agents' token, for the console relay; without it the console routes answer 503. */
+    agentToken: a.VMPLANE_AGENT_TOKEN ?? null,
     temporal: temporalConfig(env),
     log: logConfig(env)
   }

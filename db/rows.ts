@@ -12,7 +12,15 @@ type Row = Record<string, any>
 
 export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy,
   i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.restart_attempts, i.restart_at,
-  i.created_at, i.updated_at, i.destroyed_at`
+  i.created_at, i.updated_at, i.destroyed_at, i.cloud_init,
+  (SELECT COALESCE(jsonb_agg(jsonb_build_object(
+      'id', d.id, 'name', d.name, 'slot', d.slot, 'image', d.image, 'imageSha256', d.image_sha256,
+      'sizeGiB', d.size_gib, 'madeAt', d.made_at, 'destroyedAt', d.destroyed_at) ORDER BY d.slot), '[]'::jsonb)
+     FROM disks d WHERE d.instance_id = i.id) AS disks,
+  (SELECT COALESCE(jsonb_agg(jsonb_build_object(
+      'id', n.id, 'slot', n.slot, 'networkId', n.network_id, 'networkName', w.name, 'ip', host(n.ip),
+      'prefixLength', masklen(w.cidr), 'gateway', host(w.gateway), 'mac', n.mac::text, 'releasedAt', n.released_at) ORDER BY n.slot), '[]'::jsonb)
+     FROM interfaces n JOIN networks w ON w.id = n.network_id WHERE n.instance_id = i.id) AS interfaces`
 
 export function toInstance (row: Row): Instance {
   return {
@@ -21,6 +29,9 @@ export function toInstance (row: Row): Instance {
     vcpus: row.vcpus,
     memoryMiB: row.memory_mib,
     boot: row.boot,
+    disks: row.disks,
+    interfaces: row.interfaces,
+    cloudInit: row.cloud_init,
     stopGraceSeconds: row.stop_grace_seconds,
     restartPolicy: row.restart_policy,
     state: row.state,

@@ -18,6 +18,7 @@ import {
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
 import { urlInteger } from '../http/url-integer.js'
+import type { HostImage } from './host.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
 export const imageNameSchema = z.string().max(LIMITS.imageNameMaxLength).regex(IMAGE_NAME_PATTERN, IMAGE_NAME_RULE)
@@ -162,7 +163,7 @@ export const baseImageSchema = z.object({
   virtualSizeBytes: z.number().int().nonnegative(),
   sha256: z.string().regex(/^[0-9a-f]{64}$/)
 })
-export type BaseImage = z.infer<typeof baseImageSchema>
+export type BaseImage = z.infer<typeof baseImageSchema> & HostImage
 export const baseImageListSchema = z.object({ items: z.array(baseImageSchema) })
 
 /** A file in the storage directory (`GET /v1/storage`): what the reconciler compares with the records. */

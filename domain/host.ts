@@ -14,6 +14,14 @@ export interface HostCapacity {
   memoryMiB: number
 }
 
+/** A base disk image of a host (host-agent/images.ts). */
+export interface HostImage {
+  name: string
+  format: 'raw' | 'qcow2'
+  virtualSizeBytes: number
+  sha256: string
+}
+
 /** What an agent announces about itself with every heartbeat. */
 export interface HostAnnouncement {
   hostId: string
@@ -21,6 +29,10 @@ export interface HostAnnouncement {
   capacity: HostCapacity
   /** When this agent process started; a change means the agent restarted. */
   agentStartedAt: string
+  /** The capacity of the shared storage the host mounts (absent from agents older than disks). */
+  storageGiB?: number
+  /** The base images in the host's image directory. */
+  images?: HostImage[]
 }
 
 export interface Host extends HostCapacity {

@@ -33,11 +33,50 @@ export interface BootSource {
   cmdline?: string
 }
 
-/** What a VMM of this instance is built from. */
+/** What a VMM of this instance is built from, besides its disks and interfaces. */
 export interface InstanceShape {
   vcpus: number
   memoryMiB: number
   boot: BootSource
+}
+
+/**
+ * A disk of the instance, in the guest's order (`slot`: vda is 0). The boot disk is an overlay
+ * of a base image; a data disk starts empty. Its file, in the shared storage, is named by its ID.
+ */
+export interface DiskSpec {
+  id: string
+  name: string
+  slot: number
+  /** The base image of a boot disk, and the checksum it had when the instance was created. */
+  image: string | null
+  imageSha256: string | null
+  sizeGiB: number
+}
+
+export interface InstanceDisk extends DiskSpec {
+  /** When a VMM of the instance first ran with it: until then the disk may not be made yet. */
+  madeAt: string | null
+  destroyedAt: string | null
+}
+
+/** A network interface of the instance (`slot`: eth0 is 0); MAC and TAP derive from its ID. */
+export interface InstanceInterface {
+  id: string
+  slot: number
+  networkId: string
+  networkName: string
+  ip: string
+  prefixLength: number
+  gateway: string
+  mac: string
+  releasedAt: string | null
+}
+
+/** What cloud-init gets besides the instance's name and addresses. */
+export interface CloudInitInput {
+  sshKeys: string[]
+  userData?: string
 }
 
 export interface InstanceError {
@@ -50,6 +89,10 @@ export interface InstanceError {
 export interface Instance extends InstanceShape {
   id: string
   name: string
+  disks: InstanceDisk[]
+  interfaces: InstanceInterface[]
+  /** Set for an instance with a boot disk: its VMMs get a NoCloud seed. */
+  cloudInit: CloudInitInput | null
   state: InstanceState
   intendedState: IntendedState
   stopGraceSeconds: number
@@ -69,4 +112,28 @@ export interface Instance extends InstanceShape {
 /** States in which no operation is under way and nothing needs to happen by itself. */
 export function isSettled (state: InstanceState): boolean {
   return state === 'running' || state === 'stopped' || state === 'failed' || state === 'destroyed'
+}
+
+/**
+ * What the host agent is asked to run for the instance (`PUT /v1/vmms/:id`): the instance's shape,
+ * its disks and interfaces by ID, and cloud-init for an instance booting from a disk. Histories
+ * recorded before disks existed carry instances without these fields.
+ */
+export function vmmSpecOf (instance: Instance) {
+  const disks = (instance.disks ?? []).filter((disk) => disk.destroyedAt === null)
+  const interfaces = (instance.interfaces ?? []).filter((nic) => nic.releasedAt === null)
+  return {
+    vcpus: instance.vcpus,
+    memoryMiB: instance.memoryMiB,
+    boot: instance.boot,
+    ...(disks.length === 0
+      ? {}
+      : { disks: disks.map((disk) => ({ id: disk.id, ...(disk.image === null ? {} : { image: disk.image }), sizeGiB: disk.sizeGiB })) }),
+    ...(interfaces.length === 0
+      ? {}
+      : { interfaces: interfaces.map((nic) => ({ id: nic.id, address: `${nic.ip}/${nic.prefixLength}`, gateway: nic.gateway })) }),
+    ...(instance.cloudInit === null || instance.cloudInit === undefined
+      ? {}
+      : { cloudInit: { hostname: instance.name, ...instance.cloudInit } })
+  }
 }

@@ -3,7 +3,7 @@
  * instance, as the instance's workflow receives it. Each carries the operation's ID, chosen by
  * whoever accepted the request; every effect of the operation is keyed by it (domain/decisions.ts).
  */
-import type { InstanceShape, IntendedState, RestartPolicy } from './instance.js'
+import type { CloudInitInput, DiskSpec, InstanceShape, IntendedState, RestartPolicy } from './instance.js'
 
 export interface OperationRequestBase {
   operationId: string
@@ -11,12 +11,28 @@ export interface OperationRequestBase {
   requestedAt: string
 }
 
-/** Everything the instance's row is made of, so the workflow can ensure the row exists. */
+/** A disk to create with the instance, its ID chosen by whoever accepted the request. */
+export type NewDisk = DiskSpec
+
+/** An interface to create with the instance; its address is allocated when its row is inserted. */
+export interface NewInterface {
+  id: string
+  slot: number
+  networkId: string
+  /** The address asked for; null: the lowest free one. */
+  ip: string | null
+}
+
+/** Everything the instance's rows are made of, so the workflow can ensure they exist. */
 export interface NewInstance extends InstanceShape {
   name: string
   stopGraceSeconds: number
   restartPolicy: RestartPolicy
   intendedState: IntendedState
+  /** Absent in histories recorded before disks existed. */
+  disks?: NewDisk[]
+  interfaces?: NewInterface[]
+  cloudInit?: CloudInitInput | null
 }
 
 export interface CreateRequest extends OperationRequestBase {

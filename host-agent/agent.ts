@@ -96,7 +96,14 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   await app.listen({ host: config.listenHost, port: config.listenPort })
 
   const heartbeat = new Heartbeat(
-    { hostId: config.hostId, agentUrl: config.url, capacity: config.capacity, agentStartedAt: startedAt },
+    async () => ({
+      hostId: config.hostId,
+      agentUrl: config.url,
+      capacity: config.capacity,
+      agentStartedAt: startedAt,
+      storageGiB: config.storageGiB ?? await storage.capacityGiB(),
+      images: await images.catalog()
+    }),
     config.heartbeatMs,
     async (announcement) => { await temporal.sendHeartbeat(announcement) },
     log

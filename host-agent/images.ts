@@ -4,8 +4,9 @@
  * no `..`) and then resolved with realpath, so a symlink pointing out of the directory is refused
  * as well. The VMM is given the resolved path, not the name.
  *
- * Base disk images are the files named `*.raw`, `*.qcow2` or `*.img` whose format qemu-img
- * reads as raw or qcow2. The catalog gives each one's format, virtual size and SHA-256; the
+ * Base disk images are the files named `*.raw` or `*.qcow2` whose format qemu-img reads as raw or
+ * qcow2, and the `*.img` files it reads as qcow2 (Ubuntu's cloud images; a raw `.img` is as
+ * likely an initramfs). The catalog gives each one's format, virtual size and SHA-256; the
  * checksum is computed once per file version (size and modification time) and kept.
  */
 import { createHash } from 'node:crypto'
@@ -86,7 +87,7 @@ export class ImageResolver {
     const known = this.#known.get(path)
     if (known?.version === version) return known.image
     const info = await imageInfo(path)
-    if (info.format !== 'raw' && info.format !== 'qcow2') return null
+    if (info.format !== 'qcow2' && (info.format !== 'raw' || name.endsWith('.img'))) return null
     const hash = createHash('sha256')
     await pipeline(createReadStream(path), hash)
     const image: BaseImage = { name, format: info.format as ImageFormat, virtualSizeBytes: info.virtualSizeBytes, sha256: hash.digest('hex') }

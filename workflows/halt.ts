@@ -14,10 +14,12 @@
  * 3. The kill branch, always: the agent kills the VMM if it still lives, waits for the process
  *    to exit and cleans up. It is retried until the agent answers; while the host is unreachable
  *    the instance stays `stopping` (never `stopped` on a guess, I2).
- * Then the instance is recorded `stopped` (or destroyed), with whether the guest powered off or
- * had to be killed, and why; then each halt's operation is recorded succeeded.
+ * A delete then removes the instance's disks and seed (through any active host's agent: they are
+ * in the storage every host mounts). Then the instance is recorded `stopped` (or destroyed, which
+ * frees its disks' space and its addresses), with whether the guest powered off or had to be
+ * killed, and why; then each halt's operation is recorded succeeded.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
@@ -40,6 +42,7 @@ export async function halt (execution: InstanceExecution): Promise<void> {
   // instance stopped): it stays, and runs as a halt of its own.
   const served = [...halts.pending]
   const deleting = halts.kind() === 'delete'
+  if (deleting && patched(INSTANCE_STORAGE_PATCH)) await releaseStorage(execution)
   const end = describeEnd(execution, vmms.map((v) => execution.vmm(v.id) ?? v))
   execution.enterPhase(deleting ? 'destroyed' : 'stopped')
   await execution.change({
@@ -60,6 +63,25 @@ export async function halt (execution: InstanceExecution): Promise<void> {
     })
   }
   halts.remove(served)
+}
+
+/** Deletes recorded before instances had disks released no storage (docs/design.md §12). */
+const INSTANCE_STORAGE_PATCH = 'instance-storage'
+
+/**
+ * The disks and seed of an instance being deleted go once its VMMs are gone, before its end is
+ * recorded (which frees their space, addresses and MACs). The agent refusing is logged and left
+ * to the reconciler, which reaps storage no live record owns; it never keeps a delete from ending.
+ */
+async function releaseStorage (execution: InstanceExecution): Promise<void> {
+  execution.enterPhase('releasing storage')
+  try {
+    const outcome = await agents.releaseInstanceStorage({ instanceId: execution.instance.id })
+    if (outcome === 'deferred') log.warn('no host is active to remove the instance\'s disks; the reconciler reaps them later', { instanceId: execution.instance.id })
+  } catch (err) {
+    if (!(err instanceof ActivityFailure)) throw err
+    log.warn('the agent refused to remove the instance\'s disks; the reconciler reaps them later', { instanceId: execution.instance.id, error: err.message })
+  }
 }
 
 function stoppingDetail (execution: InstanceExecution): string {

@@ -11,7 +11,8 @@
  * 2. Fence (I6): every other VMM of the instance that is not confirmed gone is destroyed before
  *    the new one is created, so an instance never has two live VMMs.
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
- *    agent answers.
+ *    agent answers. The agent makes the instance's disks, seed and TAPs first, each keyed by its
+ *    ID, so a retry or another host finds them.
  * 4. Wait for the VMM to report `running`, at most the boot timeout; at the deadline, ask its
  *    agent before giving up (no report is not a report of failure, I2). A VMM that never gets
  *    there is killed and the instance is left `stopped` with the reason; the operation fails,
@@ -19,6 +20,7 @@
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, sleep } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
+import { vmmSpecOf } from '../domain/instance.js'
 import type { BootRequest, StartRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
 import type { ChangeInput, InstanceExecution, Placement } from './execution.js'
@@ -109,8 +111,8 @@ async function place (execution: InstanceExecution, request: BootRequest, began?
 async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: string): Promise<BootFailure | null> {
   let refused: BootFailure | null = null
   const ensure = CancellationScope.cancellable(async () => {
-    const { id: instanceId, name: instanceName, vcpus, memoryMiB, boot } = execution.instance
-    execution.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: { vcpus, memoryMiB, boot } }))
+    const { id: instanceId, name: instanceName } = execution.instance
+    execution.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: vmmSpecOf(execution.instance) }))
   })
   ensure.catch((err: unknown) => {
     refused = { code: 'HostRefused', message: describeFailure(err) }

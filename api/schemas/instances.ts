@@ -1,12 +1,13 @@
 import { z } from 'zod'
 import { CONDITION_TYPES } from '../../domain/conditions.js'
 import { EVENT_KINDS } from '../../domain/event.js'
-import { bootSourceSchema } from '../../domain/host-agent-api.js'
+import { bootSourceSchema, imageNameSchema, sshKeySchema, textSchema } from '../../domain/host-agent-api.js'
 import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
-import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
+import { BOOT_DISK_NAME, INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
 import { urlInteger } from '../../http/url-integer.js'
 import { cursorSchema } from './common.js'
+import { networkRefSchema } from './networks.js'
 import { operationSchema } from './operations.js'
 
 const graceSeconds = z
@@ -14,6 +15,10 @@ const graceSeconds = z
   .int('must be a whole number of seconds')
   .min(LIMITS.stopGraceSeconds.min)
   .max(LIMITS.stopGraceSeconds.max)
+
+const NAME_RULE = 'must be lower-case letters, digits and dashes, starting and ending with a letter or digit'
+const dnsLabel = z.string().max(LIMITS.nameMaxLength).regex(INSTANCE_NAME_PATTERN, NAME_RULE)
+const diskGiB = z.number().int('must be a whole number of GiB').min(LIMITS.diskGiB.min).max(LIMITS.diskGiB.max)
 
 export const createInstanceBody = z.strictObject({
   name: z.string().max(LIMITS.nameMaxLength).regex(INSTANCE_NAME_PATTERN, 'must be lower-case letters, digits and dashes, starting and ending with a letter or digit'),
@@ -23,7 +28,32 @@ export const createInstanceBody = z.strictObject({
   start: z.boolean().default(true).describe('start the instance once created'),
   stopGraceSeconds: graceSeconds.optional().describe('how long a stop waits for the guest to power off before killing its VMM'),
   restartPolicy: z.enum(RESTART_POLICIES).default('never')
-    .describe('on-failure: a failed instance restarts by itself, after 10 s doubling to 5 min (counted afresh after 10 min running)')
+    .describe('on-failure: a failed instance restarts by itself, after 10 s doubling to 5 min (counted afresh after 10 min running)'),
+  bootDisk: z.strictObject({
+    image: imageNameSchema.describe('a base image some host has (GET /v1/images)'),
+    sizeGiB: diskGiB.optional().describe("at least the image's virtual size; by default, that size")
+  }).optional().describe('a copy-on-write overlay of a base image, the first disk (vda); the instance then gets cloud-init'),
+  dataDisks: z.array(z.strictObject({
+    name: dnsLabel.refine((name) => name !== BOOT_DISK_NAME, `\`${BOOT_DISK_NAME}\` names the boot disk`),
+    sizeGiB: diskGiB
+  })).max(LIMITS.dataDisks).default([]).describe('empty disks, after the boot disk (vdb, vdc, …)'),
+  interfaces: z.array(z.strictObject({
+    network: networkRefSchema,
+    ip: z.ipv4().optional().describe('an address inside the network; by default the lowest free one')
+  })).max(LIMITS.interfaces).optional().describe('by default, one interface on the network named `default`, if there is one'),
+  sshKeys: z.array(sshKeySchema).max(LIMITS.sshKeys).optional().describe('authorised for the default user by cloud-init; needs a bootDisk'),
+  userData: textSchema(LIMITS.userDataBytes).optional().describe(`cloud-init user-data (#cloud-config …), at most ${LIMITS.userDataBytes} bytes; needs a bootDisk`)
+}).superRefine((body, context) => {
+  const seen = new Set<string>()
+  for (const [index, disk] of body.dataDisks.entries()) {
+    if (seen.has(disk.name)) context.addIssue({ code: 'custom', path: ['dataDisks', index, 'name'], message: `another data disk is named ${disk.name}` })
+    seen.add(disk.name)
+  }
+  for (const field of ['sshKeys', 'userData'] as const) {
+    if (body[field] !== undefined && body.bootDisk === undefined) {
+      context.addIssue({ code: 'custom', path: [field], message: 'needs a bootDisk: cloud-init runs from the image the instance boots' })
+    }
+  }
 }).meta({ id: 'CreateInstance' })
 
 export const stopInstanceBody = z.strictObject({
@@ -55,6 +85,30 @@ const vmmSchema = z.object({
   exit: z.object({ cause: z.enum(VMM_EXIT_CAUSES), code: z.number().nullable(), signal: z.string().nullable() }).nullable()
 })
 
+export const DISK_STATES = ['pending', 'ready', 'destroyed'] as const
+
+const diskViewSchema = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  device: z.string().describe("the guest's device: vda, vdb, …"),
+  image: z.string().nullable(),
+  sizeGiB: z.number().int(),
+  state: z.enum(DISK_STATES).describe('pending until a VMM first runs with it (it is made just before), ready after, destroyed once the instance is deleted and its VMMs are gone'),
+  location: z.string().describe('its file, relative to the storage every host mounts')
+})
+
+const interfaceViewSchema = z.object({
+  id: z.uuid(),
+  name: z.string().describe("the guest's interface: eth0, eth1, …"),
+  network: z.object({ id: z.uuid(), name: z.string() }),
+  ip: z.string(),
+  prefixLength: z.number().int(),
+  gateway: z.string(),
+  mac: z.string(),
+  tap: z.string().describe('the TAP device on the host of its VMM'),
+  released: z.boolean().describe('the address and MAC are free again (the instance is destroyed)')
+})
+
 export const instanceSchema = z.object({
   id: z.uuid(),
   name: z.string(),
@@ -63,6 +117,10 @@ export const instanceSchema = z.object({
   vcpus: z.number().int(),
   memoryMiB: z.number().int(),
   boot: bootSourceSchema,
+  disks: z.array(diskViewSchema),
+  interfaces: z.array(interfaceViewSchema),
+  cloudInit: z.object({ sshKeys: z.array(z.string()), userDataBytes: z.number().int() }).nullable()
+    .describe('what the NoCloud seed carries besides the hostname and addresses; the user-data itself is not shown'),
   stopGraceSeconds: z.number().int(),
   restartPolicy: z.enum(RESTART_POLICIES),
   vmm: vmmSchema.nullable(),

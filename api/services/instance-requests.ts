@@ -32,6 +32,7 @@ import {
 } from '../../workflows/definitions.js'
 import type { HaltRequest, NewInstance, OperationRequest, RebootRequest, StartRequest } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
+import { insertProblemAnswer, resolveResources, type ResourcesInput } from './instance-resources.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
 
 export interface Accepted {
@@ -44,7 +45,7 @@ export interface Accepted {
 /** Makes the ID of something a request creates (plugins/idempotency.ts). */
 export type NewId = (purpose: string) => string
 
-export interface CreateInput {
+export interface CreateInput extends ResourcesInput {
   name: string
   vcpus: number
   memoryMiB: number
@@ -78,7 +79,7 @@ export function createInstanceRequests (deps: Dependencies) {
     return operationStart(request, instance, deps.taskQueue)
   }
 
-  async function accepted (request: OperationRequest): Promise<Accepted> {
+  async function accepted (request: Pick<OperationRequest, 'instanceId' | 'operationId'>): Promise<Accepted> {
     const [instance, operation] = await Promise.all([repository.find(request.instanceId), repository.findOperation(request.operationId)])
     if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.instanceId} does not exist`)
     return { status: 202, instance, operation }
@@ -147,6 +148,12 @@ export function createInstanceRequests (deps: Dependencies) {
 
   return {
     async create (input: CreateInput, newId: NewId): Promise<Accepted> {
+      const instanceId = newId('instance')
+      // A retry with the key of a create that went through finds the instance it made.
+      if (await repository.find(instanceId).catch(unavailable) !== null) {
+        return await accepted(base(instanceId, newId))
+      }
+      const resources = await resolveResources(db, input, newId).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
       const instance: NewInstance = {
         name: input.name,
         vcpus: input.vcpus,
@@ -154,15 +161,13 @@ export function createInstanceRequests (deps: Dependencies) {
         boot: input.boot,
         stopGraceSeconds: input.stopGraceSeconds ?? deps.defaultStopGraceSeconds,
         restartPolicy: input.restartPolicy,
-        intendedState: input.start ? 'running' : 'stopped'
+        intendedState: input.start ? 'running' : 'stopped',
+        ...resources
       }
-      const request = { ...base(newId('instance'), newId), kind: 'create' as const, instance, start: input.start }
-      // A retry with the key of a create that went through finds the instance it made.
-      if (await repository.find(request.instanceId) !== null) return await accepted(request)
+      const request = { ...base(instanceId, newId), kind: 'create' as const, instance, start: input.start }
       await inTransaction(db, async (tx) => {
-        if (!await insertInstance(tx, request.instanceId, instance)) {
-          throw new ApiProblem(409, 'Conflict', `an instance named ${input.name} already exists`)
-        }
+        const inserted = await insertInstance(tx, request.instanceId, instance)
+        if (!inserted.inserted) throw insertProblemAnswer(inserted.problem, input.name, resources.disks)
         const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, { name: input.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' })
         crashPoint('create.after-workflow-start')
         await insertOperation(tx, request, handle.firstExecutionRunId)

@@ -7,7 +7,9 @@ import type { z } from 'zod'
 import type { Pool } from '../../db/pool.js'
 import { EVENT_COLUMNS, HOST_COLUMNS, INSTANCE_COLUMNS, OPERATION_COLUMNS, toEvent, toHost, toInstance, toOperation } from '../../db/rows.js'
 import { conditionsOf } from '../../domain/conditions.js'
-import type { InstanceState } from '../../domain/instance.js'
+import type { InstanceDisk, InstanceInterface, InstanceState } from '../../domain/instance.js'
+import { tapNameOf } from '../../domain/interfaces.js'
+import { diskDeviceOf, diskFileOf } from '../../domain/storage.js'
 import type { Operation } from '../../domain/operation.js'
 import type { hostSchema } from '../schemas/hosts.js'
 import type { instanceSchema } from '../schemas/instances.js'
@@ -32,12 +34,15 @@ const INSTANCE_VIEW_QUERY = `
     ) o ON true`
 
 function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): InstanceView {
-  const { generation: _generation, activeVmmId: _activeVmmId, restartAttempts: _restartAttempts, ...instance } = toInstance(row)
+  const { generation: _generation, activeVmmId: _activeVmmId, restartAttempts: _restartAttempts, disks, interfaces, cloudInit, ...instance } = toInstance(row)
   const vmm = row.vmm_id === null
     ? null
     : { id: row.vmm_id, hostId: row.vmm_host_id, state: row.vmm_state, reason: row.vmm_reason, exit: row.vmm_exit }
   return {
     ...instance,
+    disks: disks.map(diskView),
+    interfaces: interfaces.map(interfaceView),
+    cloudInit: cloudInit === null ? null : { sshKeys: cloudInit.sshKeys, userDataBytes: Buffer.byteLength(cloudInit.userData ?? '') },
     vmm,
     operation: row.operation === null ? null : operationFromJson(row.operation),
     conditions: conditionsOf({
@@ -51,6 +56,32 @@ function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): 
       now: Date.now(),
       unreachableAfterMs
     })
+  }
+}
+
+function diskView (disk: InstanceDisk): InstanceView['disks'][number] {
+  return {
+    id: disk.id,
+    name: disk.name,
+    device: diskDeviceOf(disk.slot),
+    image: disk.image,
+    sizeGiB: disk.sizeGiB,
+    state: disk.destroyedAt !== null ? 'destroyed' : disk.madeAt !== null ? 'ready' : 'pending',
+    location: diskFileOf(disk)
+  }
+}
+
+function interfaceView (nic: InstanceInterface): InstanceView['interfaces'][number] {
+  return {
+    id: nic.id,
+    name: `eth${nic.slot}`,
+    network: { id: nic.networkId, name: nic.networkName },
+    ip: nic.ip,
+    prefixLength: nic.prefixLength,
+    gateway: nic.gateway,
+    mac: nic.mac,
+    tap: tapNameOf(nic.id),
+    released: nic.releasedAt !== null
   }
 }
 

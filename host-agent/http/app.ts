@@ -18,7 +18,7 @@ import { deviceRoutes } from './device-routes.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
 /** Requests are JSON documents of at most a few hundred KiB (an ensure with user-data and SSH keys); anything larger is refused before it is parsed. */
-const BODY_LIMIT_BYTES = 256 * 1024
+export const AGENT_BODY_LIMIT_BYTES = 256 * 1024
 
 export interface AgentAppOptions {
   token: string
@@ -27,7 +27,7 @@ export interface AgentAppOptions {
 }
 
 export async function buildAgentApp (options: AgentAppOptions, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: BODY_LIMIT_BYTES, frameworkErrors, clientErrorHandler })
+  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: AGENT_BODY_LIMIT_BYTES, frameworkErrors, clientErrorHandler })
   app.setValidatorCompiler(validatorCompiler)
   app.setSerializerCompiler(serializerCompiler)
   // The agent reads JSON only: a body of another type is a 415, even on a route that reads none.

@@ -7,25 +7,33 @@
  * A plain GET on the WebSocket's path is answered 426.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import { z } from 'zod'
 import type { WebSocket } from 'ws'
 import { consoleLogQuerySchema, vmmIdParamsSchema } from '../../domain/host-agent-api.js'
 import { readTail, type SerialConsole } from '../console/serial-console.js'
 import { AgentError, conflict } from '../errors.js'
 import type { Supervisor } from '../supervisor/supervisor.js'
+import { errorContent } from '../../http/route-contract.js'
+import { agentRouteContract } from './route-contract.js'
 
 export const consoleRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = async (app, { supervisor }) => {
   app.get('/v1/vmms/:id/console/log', {
-    schema: { params: vmmIdParamsSchema, querystring: consoleLogQuerySchema, produces: ['text/plain'] }
+    schema: {
+      params: vmmIdParamsSchema,
+      querystring: consoleLogQuerySchema,
+      produces: ['text/plain'],
+      response: { 200: z.string().describe('the end of what the guest printed') }
+    }
   }, async (request, reply) => {
     const vmm = await supervisor.get(request.params.id)
     const tail = await readTail(vmm.paths.serialLog, request.query.bytes)
-    return await reply.type('text/plain; charset=utf-8').send(tail)
+    return await reply.type('text/plain; charset=utf-8').send(tail.toString())
   })
 
   app.route({
     method: 'GET',
     url: '/v1/vmms/:id/console',
-    schema: { params: vmmIdParamsSchema },
+    schema: { params: vmmIdParamsSchema, response: { 426: errorContent(agentRouteContract) } },
     handler: async () => { throw new AgentError(426, 'this is a WebSocket: connect with an Upgrade: websocket request') },
     wsHandler: async (socket: WebSocket, request) => {
       const { id } = request.params as { id: string }

@@ -1,7 +1,8 @@
 /**
  * The host's heartbeat: every `heartbeatMs`, the agent announces itself to the host's monitor
- * workflow (which also registers the host on first contact). A heartbeat that fails is logged
- * and the next one tries again; one in flight is never doubled up.
+ * workflow (which also registers the host on first contact), with what it has now: its capacity,
+ * its storage and its base images. A heartbeat that fails is logged and the next one tries again;
+ * one in flight is never doubled up.
  */
 import type { Logger } from 'pino'
 import type { HostAnnouncement } from '../../domain/host.js'
@@ -12,7 +13,7 @@ export class Heartbeat {
   #failing = false
 
   constructor (
-    private readonly announcement: HostAnnouncement,
+    private readonly announce: () => Promise<HostAnnouncement>,
     private readonly intervalMs: number,
     private readonly send: (announcement: HostAnnouncement) => Promise<void>,
     private readonly log: Logger
@@ -32,13 +33,14 @@ export class Heartbeat {
   #beat (): void {
     if (this.#inFlight) return
     this.#inFlight = true
-    this.send(this.announcement)
+    this.announce()
+      .then(async (announcement) => { await this.send(announcement) })
       .then(() => {
         if (this.#failing) this.log.info('heartbeat accepted again')
         this.#failing = false
       }, (err: Error) => {
         // Say it once per outage, not once per beat.
-        if (!this.#failing) this.log.warn({ err: err.message }, 'heartbeat not accepted by Temporal; retrying every beat')
+        if (!this.#failing) this.log.warn({ err: err.message }, 'heartbeat not sent or not accepted by Temporal; retrying every beat')
         this.#failing = true
       })
       .finally(() => { this.#inFlight = false })

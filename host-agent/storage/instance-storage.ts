@@ -23,9 +23,10 @@
  */
 import { randomUUID } from 'node:crypto'
 import { constants } from 'node:fs'
-import { copyFile, link, mkdir, readdir, rm, stat } from 'node:fs/promises'
+import { copyFile, link, mkdir, readdir, rm, stat, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { CloudInit, VmmDisk, VmmInterface } from '../../domain/host-agent-api.js'
+import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { ImageResolver } from '../images.js'
 import { buildSeed } from './cloud-init-seed.js'
@@ -71,19 +72,29 @@ export class InstanceStorage {
     for (const sub of [this.disksDir, this.seedsDir, this.imagesDir, this.partialDir]) await mkdir(sub, { recursive: true, mode: 0o700 })
   }
 
+  /** The size of the filesystem the storage directory is on, in whole GiB. */
+  async capacityGiB (): Promise<number> {
+    const { blocks, bsize } = await statfs(this.dir)
+    return Math.floor(blocks * bsize / GIB)
+  }
+
   diskPath (disk: VmmDisk): string {
-    return join(this.disksDir, `${disk.id}.${disk.image === undefined ? 'raw' : 'qcow2'}`)
+    return join(this.dir, diskFileOf(disk))
   }
 
   seedPath (instanceId: string): string {
-    return join(this.seedsDir, `${instanceId}.img`)
+    return join(this.dir, seedFileOf(instanceId))
+  }
+
+  async hasDisk (disk: VmmDisk): Promise<boolean> {
+    return await exists(this.diskPath(disk))
   }
 
   /** The disk, made if it is missing. */
   async ensureDisk (disk: VmmDisk): Promise<PreparedDisk> {
     const path = this.diskPath(disk)
     const prepared: PreparedDisk = { path, imageType: disk.image === undefined ? 'Raw' : 'Qcow2', readonly: false }
-    if (await exists(path)) return prepared
+    if (await this.hasDisk(disk)) return prepared
     const sizeBytes = disk.sizeGiB * GIB
     if (disk.image === undefined) {
       await this.#make(path, async (partial) => { await createRaw(partial, sizeBytes) })

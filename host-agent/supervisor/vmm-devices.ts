@@ -25,12 +25,15 @@ export class VmmDevices {
 
   /**
    * Checks what the spec names from the image directory, before anything is recorded or made:
-   * an ImageError is the caller's mistake.
+   * an ImageError is the caller's mistake. A boot disk already made needs its base image no more
+   * (the overlay's backing file is in the storage).
    */
   async check (spec: VmmSpec): Promise<void> {
     await this.images.resolve(spec.boot.kernel)
     if (spec.boot.initramfs !== undefined) await this.images.resolve(spec.boot.initramfs)
-    for (const disk of spec.disks ?? []) if (disk.image !== undefined) await this.images.baseImage(disk.image)
+    for (const disk of spec.disks ?? []) {
+      if (disk.image !== undefined && !await this.storage.hasDisk(disk)) await this.images.baseImage(disk.image)
+    }
   }
 
   async prepare (instanceId: string, spec: VmmSpec): Promise<ResolvedBootFiles> {

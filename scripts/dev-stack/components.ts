@@ -105,6 +105,7 @@ export function apiSpec (context: ComponentContext): ComponentSpec {
     VMPLANE_API_PORT: String(context.config.apiPort),
     VMPLANE_API_TOKEN: context.apiToken,
     VMPLANE_API_VIEWER_TOKEN: context.viewerToken,
+    VMPLANE_AGENT_TOKEN: context.agentToken,
     DATABASE_URL: context.databaseUrl
   })
 }

@@ -11,6 +11,7 @@ import { MockActivityEnvironment } from '@temporalio/testing'
 import { createReconciler } from '../../activities/reconciler.js'
 import { HostAgentClient } from '../../activities/host-agent-client.js'
 import { insertInstance } from '../../db/instances.js'
+import { inTransaction } from '../../db/pool.js'
 import { insertOperation } from '../../db/operations.js'
 import { startDatabase, type TestDatabase } from '../helpers/database.js'
 
@@ -47,7 +48,7 @@ describe('the reconciler and operations in flight', () => {
 
   async function stoppedInstanceWithAbandonedStart (): Promise<{ instanceId: string, abandoned: string }> {
     const instanceId = randomUUID()
-    await insertInstance(db.pool, instanceId, { name: `r-${instanceId.slice(0, 8)}`, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 30, restartPolicy: 'never', intendedState: 'running' })
+    await inTransaction(db.pool, async (tx) => await insertInstance(tx, instanceId, { name: `r-${instanceId.slice(0, 8)}`, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 30, restartPolicy: 'never', intendedState: 'running' }))
     await db.pool.query("UPDATE instances SET state = 'stopped' WHERE id = $1", [instanceId])
     const abandoned = { kind: 'start' as const, operationId: randomUUID(), instanceId, requestedAt: new Date(Date.now() - 3_600_000).toISOString() }
     await insertOperation(db.pool, abandoned, 'run-failed')

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import { insertInstance } from '../../db/instances.js'
+import { inTransaction } from '../../db/pool.js'
 import { applyInstanceChange, recordInstanceChange, type InstanceChange } from '../../activities/instance-records.js'
 import { insertOperation } from '../../db/operations.js'
 import { placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
@@ -25,7 +26,7 @@ describe('the write path in PostgreSQL', () => {
   async function newInstance (): Promise<string> {
     const id = randomUUID()
     const name = `i-${id.slice(0, 8)}`
-    await insertInstance(db.pool, id, { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 30, restartPolicy: 'never', intendedState: 'running' })
+    await inTransaction(db.pool, async (tx) => await insertInstance(tx, id, { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 30, restartPolicy: 'never', intendedState: 'running' }))
     return id
   }
 

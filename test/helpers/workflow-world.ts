@@ -37,6 +37,8 @@ export class WorkflowWorld {
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
   readonly hostActions: string[] = []
+  /** Each release of an instance's storage, with what the world held at that moment. */
+  readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
   hostHasRoom = true
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
   afterDecision: (decision: string) => Promise<void> = async () => {}
@@ -70,8 +72,25 @@ export class WorkflowWorld {
 
   addInstance (id: string, spec: NewInstance, state: Instance['state'] = 'creating'): void {
     const now = new Date().toISOString()
+    const { disks, interfaces, cloudInit, ...shape } = spec
     this.instances.set(id, {
-      id, ...spec, state, activeVmmId: null, generation: 1, lastError: null, restartAttempts: 0, restartAt: null, createdAt: now, updatedAt: now, destroyedAt: null
+      id,
+      ...shape,
+      // Disks and interfaces are rows of their own in PostgreSQL; the workflows only pass them on.
+      disks: (disks ?? []).map((disk) => ({ ...disk, madeAt: null, destroyedAt: null })),
+      interfaces: (interfaces ?? []).map((nic) => ({
+        id: nic.id, slot: nic.slot, networkId: nic.networkId, networkName: 'test', ip: nic.ip ?? `10.0.0.${nic.slot + 2}`, prefixLength: 24, gateway: '10.0.0.1', mac: '02:00:00:00:00:01', releasedAt: null
+      })),
+      cloudInit: cloudInit ?? null,
+      state,
+      activeVmmId: null,
+      generation: 1,
+      lastError: null,
+      restartAttempts: 0,
+      restartAt: null,
+      createdAt: now,
+      updatedAt: now,
+      destroyedAt: null
     })
   }
 
@@ -164,7 +183,12 @@ export class WorkflowWorld {
       readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
       recordHostHeartbeat: async () => 'active',
       markHostUnreachable: async () => {},
-      fenceLostVmms: async () => 0
+      fenceLostVmms: async () => 0,
+      releaseInstanceStorage: async ({ instanceId }: { instanceId: string }) => {
+        const snapshot = this.snapshot(instanceId)!
+        this.storageReleases.push({ instanceId, liveVmms: snapshot.liveVmms.length, state: snapshot.instance.state })
+        return 'released' as const
+      }
     }
   }
 }

@@ -148,6 +148,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     assert.equal(world.operations.get(stop.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.state, 'destroyed')
     assert.ok(world.decisions.has(decisionKeys.halted(remove.operationId)), 'the delete ran a halt of its own')
+    assert.deepEqual(world.storageReleases, [{ instanceId, liveVmms: 0, state: 'stopped' }], "the disks go once, after the VMMs, before the instance's end")
   })
 
   it('waits for a host with room, showing NoCapacity, and fails honestly at the placement timeout', async () => {

@@ -6,6 +6,8 @@
  * that every hostile request must be refused with a 4xx and change nothing.
  */
 import { createGeneratorSync } from 'json-schema-faker'
+import { API_BODY_LIMIT_BYTES } from '../../../api/server.js'
+import { AGENT_BODY_LIMIT_BYTES } from '../../../host-agent/http/app.js'
 import type { JsonSchema, Operation, Parameter } from './document.js'
 
 export interface ContractRequest {
@@ -42,7 +44,8 @@ export interface RequestParts {
   rawBody?: string | null
 }
 
-const LONG = 'x'.repeat(70 * 1024)
+/** Longer than either server takes in a body. */
+const LONG = 'x'.repeat(Math.max(API_BODY_LIMIT_BYTES, AGENT_BODY_LIMIT_BYTES) + 1024)
 
 export class RequestMaker {
   private readonly generator

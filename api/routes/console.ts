@@ -1,0 +1,124 @@
+/**
+ * `/v1/instances/:id/console`: an instance's serial console, relayed API → host agent → VMM.
+ *
+ * - `GET …/console/log?bytes=` is the end of the serial log of the instance's VMM (its active one,
+ *   or its latest: a stopped instance's last boot, while its agent keeps the VMM's record).
+ * - `GET …/console` upgraded to a WebSocket is the interactive console of its running VMM, for an
+ *   operator's token only: bytes both ways, to the agent's WebSocket for that VMM
+ *   (host-agent/http/console-routes.ts), which holds the one connection Cloud Hypervisor's
+ *   serial socket allows. Either side closing closes the other; a refusal closes the WebSocket
+ *   with 4000 + the HTTP status it stands for (4403, 4404, 4409, 4503) and the reason.
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
+import { WebSocket } from 'ws'
+import { z } from 'zod'
+import { HostAgentError } from '../../domain/errors.js'
+import { urlInteger } from '../../http/url-integer.js'
+import { ApiProblem } from '../plugins/problem-details.js'
+import { problemContent } from '../plugins/route-contract.js'
+import { idParamsSchema } from '../schemas/common.js'
+
+const tags = ['instances']
+
+interface ConsoleTarget {
+  vmmId: string
+  state: string
+  agentUrl: string
+}
+
+const consoleLogQuery = z.strictObject({
+  bytes: urlInteger(1, 1024 * 1024).default(64 * 1024).describe('how much of the end of the log, at most 1 MiB')
+})
+
+const routes: FastifyPluginAsyncZod = async (fastify) => {
+  async function target (instanceId: string): Promise<ConsoleTarget> {
+    const { rows } = await fastify.db.query(
+      `SELECT v.id, v.state, h.agent_url, i.id IS NOT NULL AS exists
+         FROM (SELECT $1::uuid AS id) wanted
+         LEFT JOIN instances i ON i.id = wanted.id
+         LEFT JOIN LATERAL (
+           SELECT v.* FROM vmms v WHERE v.instance_id = i.id ORDER BY (v.id = i.active_vmm_id) DESC, v.created_at DESC LIMIT 1
+         ) v ON true
+         LEFT JOIN hosts h ON h.id = v.host_id`,
+      [instanceId]
+    )
+    const row = rows[0]
+    if (row.exists !== true) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} does not exist`)
+    if (row.id === null) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} has never had a VMM, so it has no console`)
+    return { vmmId: row.id, state: row.state, agentUrl: row.agent_url }
+  }
+
+  function agents (): NonNullable<typeof fastify.hostAgents> {
+    if (fastify.hostAgents === null) throw new ApiProblem(503, 'Service Unavailable', 'the API has no token for the host agents (VMPLANE_AGENT_TOKEN), so it cannot reach consoles')
+    return fastify.hostAgents
+  }
+
+  fastify.get('/instances/:id/console/log', {
+    schema: {
+      tags,
+      summary: "The end of the serial log of the instance's VMM (its active one, or its last)",
+      params: idParamsSchema,
+      querystring: consoleLogQuery,
+      produces: ['text/plain'],
+      response: { 200: z.string().describe('what the guest printed, as text') }
+    }
+  }, async (request, reply) => {
+    const { client } = agents()
+    const vmm = await target(request.params.id)
+    try {
+      const log = await client.consoleLog(vmm.agentUrl, vmm.vmmId, request.query.bytes)
+      return await reply.type('text/plain; charset=utf-8').send(log)
+    } catch (err) {
+      if (err instanceof HostAgentError && err.errorClass === 'VmmNotFound') {
+        throw new ApiProblem(404, 'Not Found', `the host no longer keeps VMM ${vmm.vmmId}, nor its log`)
+      }
+      if (err instanceof HostAgentError) throw new ApiProblem(503, 'Service Unavailable', `the VMM's host cannot be reached now: ${err.message}`)
+      throw err
+    }
+  })
+
+  fastify.route({
+    method: 'GET',
+    url: '/instances/:id/console',
+    schema: {
+      tags,
+      summary: "The interactive serial console of the instance's running VMM, as a WebSocket (operator token): what the guest prints, and what is sent goes to it",
+      params: idParamsSchema,
+      response: { 426: problemContent }
+    },
+    handler: async () => { throw new ApiProblem(426, 'Upgrade Required', 'the console is a WebSocket: connect with an Upgrade: websocket request') },
+    wsHandler: async (socket: WebSocket, request) => {
+      const { id } = request.params as { id: string }
+      try {
+        if (request.role !== 'operator') throw new ApiProblem(403, 'Forbidden', 'the interactive console needs an operator token')
+        const { token } = agents()
+        const vmm = await target(id)
+        if (vmm.state !== 'running' && vmm.state !== 'rebooting' && vmm.state !== 'stopping') {
+          throw new ApiProblem(409, 'Conflict', `instance ${id} has no running VMM (its last is ${vmm.state})`)
+        }
+        relay(socket, new WebSocket(`${vmm.agentUrl.replace(/^http/, 'ws')}/v1/vmms/${vmm.vmmId}/console`, { headers: { authorization: `Bearer ${token}` } }))
+      } catch (err) {
+        const status = err instanceof ApiProblem ? err.status : 500
+        socket.close(4000 + status, (err instanceof ApiProblem ? err.detail : 'internal error; see the API log').slice(0, 120))
+        if (!(err instanceof ApiProblem)) request.log.error({ err }, 'console relay failed')
+      }
+    }
+  })
+}
+
+/** Bytes both ways between the client and the agent; what the client sends first waits for the agent. */
+function relay (client: WebSocket, agent: WebSocket): void {
+  const early: Buffer[] = []
+  client.on('message', (data: Buffer) => {
+    if (agent.readyState === WebSocket.OPEN) agent.send(data)
+    else early.push(data)
+  })
+  agent.on('open', () => { for (const data of early.splice(0)) agent.send(data) })
+  agent.on('message', (data: Buffer) => { client.send(data) })
+  agent.on('close', (code, reason) => { client.close(code >= 4000 ? code : 1000, reason.toString()) })
+  agent.on('unexpected-response', (_request, response) => { client.close(4000 + (response.statusCode ?? 502), 'the host agent refused the console') })
+  agent.on('error', () => { client.close(4503, 'the host agent cannot be reached') })
+  client.on('close', () => { agent.terminate() })
+}
+
+export default routes

@@ -1,0 +1,90 @@
+/**
+ * Networks: IPv4 address spaces the instances' interfaces take their addresses from
+ * (db/instances.ts allocates them). PostgreSQL keeps live networks' names unique and their
+ * ranges apart (`networks_no_overlap`); a network with live interfaces cannot be deleted.
+ */
+import { inTransaction, type Pool } from './pool.js'
+
+export interface Network {
+  id: string
+  name: string
+  cidr: string
+  gateway: string
+  /** Addresses given to live interfaces, and how many the network has to give. */
+  addressesInUse: number
+  addressesTotal: number
+  createdAt: string
+}
+
+export type NetworkInsertProblem = { kind: 'name-taken' } | { kind: 'overlaps', with: string }
+
+const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.created_at,
+  (SELECT count(*) FROM interfaces i WHERE i.network_id = n.id AND i.released_at IS NULL)::int AS in_use,
+  ((2::bigint ^ (32 - masklen(n.cidr)))::bigint - 3)::int AS total`
+
+function toNetwork (row: Record<string, any>): Network {
+  return {
+    id: row.id,
+    name: row.name,
+    cidr: row.cidr,
+    gateway: row.gateway,
+    addressesInUse: row.in_use,
+    addressesTotal: row.total,
+    createdAt: row.created_at
+  }
+}
+
+export async function insertNetwork (db: Pool, network: { id: string, name: string, cidr: string, gateway: string }): Promise<Network | NetworkInsertProblem> {
+  const client = await db.connect()
+  try {
+    await client.query(
+      'INSERT INTO networks (id, name, cidr, gateway) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING',
+      [network.id, network.name, network.cidr, network.gateway]
+    )
+  } catch (err) {
+    const { code, constraint } = err as { code?: string, constraint?: string }
+    if (code === '23505' && constraint === 'networks_live_name') return { kind: 'name-taken' }
+    if (code === '23P01' && constraint === 'networks_no_overlap') {
+      const { rows } = await client.query(
+        "SELECT name || ' (' || cidr::text || ')' AS what FROM networks WHERE deleted_at IS NULL AND cidr && $1::cidr LIMIT 1",
+        [network.cidr]
+      )
+      return { kind: 'overlaps', with: rows[0]?.what ?? 'another network' }
+    }
+    throw err
+  } finally {
+    client.release()
+  }
+  return (await findNetwork(db, network.id))!
+}
+
+export async function listNetworks (db: Pool): Promise<Network[]> {
+  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL ORDER BY n.name`)
+  return rows.map(toNetwork)
+}
+
+/** A live network by ID or by name. */
+export async function findNetwork (db: Pool, idOrName: string): Promise<Network | null> {
+  const byId = /^[0-9a-f-]{36}$/i.test(idOrName)
+  const { rows } = await db.query(
+    `SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND ${byId ? 'n.id = $1::uuid' : 'n.name = $1'}`,
+    [idOrName]
+  )
+  return rows.length === 0 ? null : toNetwork(rows[0])
+}
+
+/**
+ * Deletes a network no live interface uses: `deleted` when it did, `in-use` with how many
+ * interfaces hold addresses, `missing` when there is no such live network.
+ */
+export async function deleteNetwork (db: Pool, id: string): Promise<'deleted' | 'missing' | { inUse: number }> {
+  return await inTransaction(db, async (tx) => {
+    const locked = await tx.query('SELECT 1 FROM networks WHERE id = $1 AND deleted_at IS NULL FOR UPDATE', [id])
+    if (locked.rowCount === 0) return 'missing'
+    // The lock keeps a create from taking an address in the network meanwhile (db/instances.ts).
+    const { rows } = await tx.query('SELECT count(*)::int AS n FROM interfaces WHERE network_id = $1 AND released_at IS NULL', [id])
+    if (rows[0].n > 0) return { inUse: rows[0].n as number }
+    await tx.query('UPDATE networks SET deleted_at = now() WHERE id = $1', [id])
+    return 'deleted'
+  })
+}
