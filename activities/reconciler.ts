@@ -9,6 +9,8 @@
  *   is an orphan: reaped (logged first) once older than the orphan grace period, which leaves a
  *   start in flight the time to record what it made;
  * - a VMM process no agent record owns (a stray) is reaped the same way;
+ * - a TAP no live VMM on the host has is removed (the agent checks again, once no change of
+ *   that TAP is in flight, that no VMM took it meanwhile);
  * - a VMM the agent reports at a newer generation than PostgreSQL holds is reported again (a
  *   report that never arrived);
  * - a VMM PostgreSQL believes live that the agent has no record of, though the agent has
@@ -18,16 +20,19 @@
  *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
  * no workflow running for it, has its operation re-driven (`convergenceFor`); operations left
- * `running` with no execution running for their instance are closed as interrupted (I5). Then
- * leaked reservations are released and expired idempotency keys dropped. Every pass records
- * what it found and did.
+ * `running` with no execution running for their instance are closed as interrupted (I5).
+ * The storage every host mounts, read through one active host: a disk no live disk row names,
+ * a seed of an instance that is not live, and a file left half-made are removed once older than
+ * the grace period (their rows come before them, and go after them, so none of these can be in
+ * use). Then leaked reservations, addresses and disk space (held for a destroyed instance) are
+ * released and expired idempotency keys dropped. Every pass records what it found and did.
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
 import { insertOperation } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
-import type { StrayView, VmmView } from '../domain/host-agent-api.js'
+import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { InstanceState, IntendedState } from '../domain/instance.js'
 import { convergenceFor } from '../domain/instance-rules.js'
@@ -87,29 +92,18 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     async reconcileHost (hostId: string): Promise<HostReconciliation> {
-      const result: HostReconciliation = { hostId, reachable: true, counts: {}, actions: [] }
-      const count = (kind: string): void => { result.counts[kind] = (result.counts[kind] ?? 0) + 1 }
-      const note = (action: string): void => { if (result.actions.length < MAX_ACTIONS) result.actions.push(action) }
-      // Logged before it is done, with the VMM and instance it is about; one that fails is
-      // counted and left for the next pass.
-      const act = async (kind: string, action: string, about: { vmmId?: string, instanceId?: string }, deed: () => Promise<unknown>): Promise<void> => {
-        log.warn(action, { hostId, ...about })
-        try {
-          await deed()
-          count(kind)
-          note(action)
-        } catch (err) {
-          count('actionsFailed')
-          note(`failed: ${action}: ${(err as Error).message}`)
-        }
-      }
+      const result = new Tally(hostId)
+      const { count } = result
+      const act = result.act.bind(result)
       let vmms: VmmView[]
       let strays: StrayView[]
+      let taps: TapView[]
       try {
         vmms = await onAgent(deps, hostId, (url) => agents.listVmms(url))
         strays = await onAgent(deps, hostId, (url) => agents.listStrays(url))
+        taps = await onAgent(deps, hostId, (url) => agents.listTaps(url))
       } catch {
-        return { ...result, reachable: false }
+        return result.unreachable()
       }
       const known = await knownVmms(pool, hostId, vmms.map((v) => v.id))
       const now = Date.now()
@@ -147,7 +141,60 @@ export function createReconciler (deps: ReconcilerDependencies) {
         await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
           {}, () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
       }
-      return result
+      for (const tap of taps) {
+        if (tap.vmmId !== null) continue
+        await act('tapsReaped', `removing TAP ${tap.name} on ${hostId}: no live VMM has it`,
+          {}, () => onAgent(deps, hostId, (url) => agents.removeTap(url, tap.name)))
+      }
+      return result.done()
+    },
+
+    /** The storage every host mounts, read through `hostId`'s agent (see the module comment). */
+    async reconcileStorage (hostId: string): Promise<HostReconciliation> {
+      const result = new Tally(hostId)
+      let listing: StorageListing
+      try {
+        listing = await onAgent(deps, hostId, (url) => agents.listStorage(url))
+      } catch {
+        return result.unreachable()
+      }
+      const liveDisks = new Set((await pool.query('SELECT id FROM disks WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
+        [listing.disks.map((disk) => disk.diskId)])).rows.map((row) => row.id as string))
+      const liveInstances = new Set((await pool.query('SELECT id FROM instances WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
+        [listing.seeds.map((seed) => seed.instanceId)])).rows.map((row) => row.id as string))
+      const orphans = [
+        ...listing.disks.filter((disk) => !liveDisks.has(disk.diskId))
+          .map((disk) => ({ kind: 'disks' as const, counted: 'disksReaped', name: disk.diskId, modifiedAt: disk.modifiedAt, why: 'no live disk is recorded with its ID' })),
+        ...listing.seeds.filter((seed) => !liveInstances.has(seed.instanceId))
+          .map((seed) => ({ kind: 'seeds' as const, counted: 'seedsReaped', name: seed.instanceId, modifiedAt: seed.modifiedAt, why: 'its instance is not live' })),
+        ...listing.partial
+          .map((file) => ({ kind: 'partial' as const, counted: 'partialFilesReaped', name: file.name, modifiedAt: file.modifiedAt, why: 'left half-made' }))
+      ]
+      const now = Date.now()
+      for (const orphan of orphans) {
+        if (now - Date.parse(orphan.modifiedAt) < deps.orphanGraceMs) {
+          result.count('storageWaiting')
+          continue
+        }
+        await result.act(orphan.counted, `removing ${orphan.kind}/${orphan.name} from the storage: ${orphan.why}`,
+          {}, () => onAgent(deps, hostId, (url) => agents.removeStored(url, orphan.kind, orphan.name)))
+      }
+      return result.done()
+    },
+
+    /**
+     * Addresses and disk space still held for destroyed instances: released (the destroyed
+     * instance's end releases them in the same transaction, so this finds none unless that was
+     * bypassed).
+     */
+    async releaseLeakedAddresses (): Promise<number> {
+      const addresses = await pool.query(
+        'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
+      )
+      const disks = await pool.query(
+        'UPDATE disks d SET destroyed_at = now() FROM instances i WHERE d.instance_id = i.id AND i.destroyed_at IS NOT NULL AND d.destroyed_at IS NULL'
+      )
+      return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0)
     },
 
     /** Instances whose state does not meet their intent, untouched for the grace period. */
@@ -234,6 +281,44 @@ export function createReconciler (deps: ReconcilerDependencies) {
         [pass.id, pass.startedAt, JSON.stringify(pass.counts), JSON.stringify(pass.actions)]
       )
     }
+  }
+}
+
+/** What one host's pass found and did: counts by kind, and the actions (at most MAX_ACTIONS). */
+class Tally {
+  readonly counts: ReconcileCounts = {}
+  readonly actions: string[] = []
+
+  constructor (readonly hostId: string) {}
+
+  readonly count = (kind: string): void => { this.counts[kind] = (this.counts[kind] ?? 0) + 1 }
+
+  /**
+   * Does one thing, logged before it is done with what it is about; one that fails is counted
+   * and left for the next pass.
+   */
+  async act (kind: string, action: string, about: { vmmId?: string, instanceId?: string }, deed: () => Promise<unknown>): Promise<void> {
+    log.warn(action, { hostId: this.hostId, ...about })
+    try {
+      await deed()
+      this.count(kind)
+      this.#note(action)
+    } catch (err) {
+      this.count('actionsFailed')
+      this.#note(`failed: ${action}: ${(err as Error).message}`)
+    }
+  }
+
+  done (): HostReconciliation {
+    return { hostId: this.hostId, reachable: true, counts: this.counts, actions: this.actions }
+  }
+
+  unreachable (): HostReconciliation {
+    return { hostId: this.hostId, reachable: false, counts: {}, actions: [] }
+  }
+
+  #note (action: string): void {
+    if (this.actions.length < MAX_ACTIONS) this.actions.push(action)
   }
 }
 

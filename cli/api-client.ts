@@ -22,12 +22,22 @@ export class ApiClient {
     return await this.request<T>('GET', path)
   }
 
+  /** A GET whose answer is text (a console log). */
+  async getText (path: string): Promise<string> {
+    return await this.request<string>('GET', path, undefined, {}, 'text')
+  }
+
+  /** Where a WebSocket route of the API is, and the headers that open it. */
+  webSocket (path: string): { url: string, headers: Record<string, string> } {
+    return { url: `${this.connection.url.replace(/^http/, 'ws')}${path}`, headers: { authorization: `Bearer ${this.connection.token}` } }
+  }
+
   /** A request that changes something: POST or DELETE, with this invocation's Idempotency-Key. */
   async change<T> (method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     return await this.request<T>(method, path, body, { 'idempotency-key': this.idempotencyKey })
   }
 
-  private async request<T> (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  private async request<T> (method: string, path: string, body?: unknown, headers: Record<string, string> = {}, as: 'json' | 'text' = 'json'): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const retryDelay = RETRY_DELAYS_MS[attempt]
       let response: Response
@@ -44,7 +54,7 @@ export class ApiClient {
         await sleep(retryDelay)
         continue
       }
-      return await this.answer<T>(method, path, response)
+      return await this.answer<T>(method, path, response, as)
     }
   }
 
@@ -53,7 +63,7 @@ export class ApiClient {
       method,
       headers: {
         authorization: `Bearer ${this.connection.token}`,
-        accept: 'application/json, application/problem+json',
+        accept: 'application/json, application/problem+json, text/plain',
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         ...headers
       },
@@ -62,9 +72,10 @@ export class ApiClient {
     })
   }
 
-  private async answer<T> (method: string, path: string, response: Response): Promise<T> {
+  private async answer<T> (method: string, path: string, response: Response, as: 'json' | 'text'): Promise<T> {
     const text = await response.text()
     const parsed = parseJson(text)
+    if (response.ok && (as === 'text' || response.status === 204)) return text as T
     if (response.ok) {
       if (parsed === undefined) {
         throw new CliError(`${method} ${path}: the API answered ${response.status} with something that is not JSON; is ${this.connection.url} a vmplane API?`, EXIT.unavailable)

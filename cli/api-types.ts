@@ -5,6 +5,8 @@
 import type { z } from 'zod'
 import type { hostListSchema, hostSchema } from '../api/schemas/hosts.js'
 import type { acceptedSchema, eventListSchema, eventSchema, instanceListSchema, instanceSchema } from '../api/schemas/instances.js'
+import type { imageListSchema, imageSchema } from '../api/schemas/images.js'
+import type { networkListSchema, networkSchema } from '../api/schemas/networks.js'
 import type { operationSchema } from '../api/schemas/operations.js'
 
 export type Instance = z.infer<typeof instanceSchema>
@@ -15,3 +17,7 @@ export type Operation = z.infer<typeof operationSchema>
 export type Accepted = z.infer<typeof acceptedSchema>
 export type Host = z.infer<typeof hostSchema>
 export type HostList = z.infer<typeof hostListSchema>
+export type Network = z.infer<typeof networkSchema>
+export type NetworkList = z.infer<typeof networkListSchema>
+export type Image = z.infer<typeof imageSchema>
+export type ImageList = z.infer<typeof imageListSchema>

@@ -6,7 +6,9 @@
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option, type HelpContext } from 'commander'
 import { addHostCommands } from './commands/hosts.js'
+import { addImageCommands } from './commands/images.js'
 import { addInstanceCommands } from './commands/instances.js'
+import { addNetworkCommands } from './commands/networks.js'
 import { addOperationCommands } from './commands/operations.js'
 import { CliError, EXIT, EXIT_CODES_HELP, oneLine, UsageError, type ExitCode } from './errors.js'
 import { OUTPUT_FORMATS } from './output.js'
@@ -52,6 +54,8 @@ export function buildProgram (): Command {
   // Added after the settings above, which the subcommands inherit.
   addInstanceCommands(program)
   addHostCommands(program)
+  addNetworkCommands(program)
+  addImageCommands(program)
   addOperationCommands(program)
   return program
 }

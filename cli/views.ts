@@ -3,7 +3,7 @@
  * "why is it in this state?": the state beside the intended one, the operation in flight, its
  * VMM and host, the last error and the current conditions, in that order.
  */
-import type { Accepted, Host, Instance, InstanceEvent, Operation } from './api-types.js'
+import type { Accepted, Host, Image, Instance, InstanceEvent, Network, Operation } from './api-types.js'
 import { fields, seconds, table, timestamp } from './output.js'
 
 export function instanceDetail (instance: Instance): string {
@@ -19,6 +19,15 @@ export function instanceDetail (instance: Instance): string {
       : instance.conditions.map((c) => `${c.type} since ${timestamp(c.since)}: ${c.message}`).join('\n')],
     ['size', `${instance.vcpus} vCPU, ${instance.memoryMiB} MiB`],
     ['boot', bootSummary(instance.boot)],
+    ['disks', instance.disks.length === 0
+      ? 'none'
+      : instance.disks.map((d) => `${d.device} ${d.name} ${d.sizeGiB} GiB${d.image === null ? '' : ` from ${d.image}`}, ${d.state} (${d.location})`).join('\n')],
+    ['interfaces', instance.interfaces.length === 0
+      ? 'none'
+      : instance.interfaces.map((n) => `${n.name} ${n.ip}/${n.prefixLength} on ${n.network.name}, gateway ${n.gateway}, MAC ${n.mac}, TAP ${n.tap}${n.released ? ' (released)' : ''}`).join('\n')],
+    ['cloud-init', instance.cloudInit === null
+      ? 'none'
+      : `${instance.cloudInit.sshKeys.length} SSH key(s), ${instance.cloudInit.userDataBytes} bytes of user-data`],
     ['policy', `restart ${instance.restartPolicy}, stop grace ${instance.stopGraceSeconds} s`],
     ['created', timestamp(instance.createdAt)],
     ['updated', timestamp(instance.updatedAt)],
@@ -103,4 +112,29 @@ function bootSummary (boot: Instance['boot']): string {
   if (boot.initramfs !== undefined) parts.push(`initramfs ${boot.initramfs}`)
   if (boot.cmdline !== undefined) parts.push(`cmdline ${JSON.stringify(boot.cmdline)}`)
   return parts.join(', ')
+}
+
+export function networkTable (networks: Network[]): string {
+  return table(
+    ['NAME', 'CIDR', 'GATEWAY', 'ADDRESSES USED', 'ID'],
+    networks.map((n) => [n.name, n.cidr, n.gateway, `${n.addressesInUse}/${n.addressesTotal}`, n.id])
+  )
+}
+
+export function networkDetail (network: Network): string {
+  return fields([
+    ['name', network.name],
+    ['id', network.id],
+    ['cidr', network.cidr],
+    ['gateway', network.gateway],
+    ['addresses', `${network.addressesInUse} in use of ${network.addressesTotal}`],
+    ['created', timestamp(network.createdAt)]
+  ])
+}
+
+export function imageTable (images: Image[]): string {
+  return table(
+    ['NAME', 'FORMAT', 'VIRTUAL SIZE', 'SHA256', 'HOSTS'],
+    images.map((i) => [i.name, i.format, `${(i.virtualSizeBytes / 1024 ** 3).toFixed(1)} GiB`, i.sha256.slice(0, 12), i.hosts.join(',')])
+  )
 }

@@ -92,7 +92,7 @@ async function insertInterface (tx: PoolClient, instanceId: string, nic: NewInte
   let ip = nic.ip
   if (ip !== null) {
     const { rows } = await tx.query(
-      `SELECT $2::inet << cidr AND $2::inet <> network(cidr)::inet AND host($2::inet) <> host(broadcast(cidr)) AND host($2::inet) <> host(gateway) AS usable,
+      `SELECT $2::inet << cidr AND host($2::inet) NOT IN (host(network(cidr)), host(broadcast(cidr)), host(gateway)) AS usable,
               EXISTS (SELECT 1 FROM interfaces WHERE network_id = $1 AND ip = $2::inet AND released_at IS NULL) AS taken,
               cidr::text AS cidr
          FROM networks WHERE id = $1`,

@@ -21,8 +21,11 @@ export const LIMITS = {
   sshKeyMaxLength: 4096,
   /** cloud-init's user-data, in bytes of UTF-8 (Nova and KubeVirt allow more; a seed disk is small). */
   userDataBytes: 32 * 1024,
-  /** Networks' prefixes: at least four addresses (network, gateway, broadcast and one to give). */
-  networkPrefix: { min: 8, max: 30 }
+  /**
+   * Networks' prefixes: at least four addresses (network, gateway, broadcast and one to give), at
+   * most 65,536, which an allocation searches in one query (db/instances.ts).
+   */
+  networkPrefix: { min: 16, max: 30 }
 } as const
 
 export const DEFAULT_STOP_GRACE_SECONDS = 30

@@ -52,6 +52,8 @@ export interface CrashPlan {
   signal?: 'SIGKILL' | 'SIGSTOP'
   /** Fires only where the point passes this detail (at change.after-commit: the change's kind). */
   when?: string
+  /** Fires only in the agent of this host (VMPLANE_HOST_ID): with `kill` naming it, an agent killed at its own point. */
+  host?: string
 }
 
 const runDir = process.env.VMPLANE_CRASH_POINTS ?? null
@@ -69,6 +71,7 @@ function takePlan (point: CrashPoint, detail: string | undefined): CrashPlan | n
     return null
   }
   if (plan.point !== point || (plan.when !== undefined && plan.when !== detail)) return null
+  if (plan.host !== undefined && plan.host !== process.env.VMPLANE_HOST_ID) return null
   try {
     unlinkSync(crashPlanFile(runDir))
   } catch {

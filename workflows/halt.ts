@@ -24,6 +24,7 @@ import { decisionKeys } from '../domain/decisions.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
+import { INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
 export async function halt (execution: InstanceExecution): Promise<void> {
@@ -64,9 +65,6 @@ export async function halt (execution: InstanceExecution): Promise<void> {
   }
   halts.remove(served)
 }
-
-/** Deletes recorded before instances had disks released no storage (docs/design.md §12). */
-const INSTANCE_STORAGE_PATCH = 'instance-storage'
 
 /**
  * The disks and seed of an instance being deleted go once its VMMs are gone, before its end is

@@ -5,9 +5,10 @@
  * Its result, the counts by kind and what it did, shows in the Temporal UI and in
  * `GET /v1/admin/reconcile`.
  */
-import { uuid4 } from '@temporalio/workflow'
-import type { ReconcileCounts } from '../activities/reconciler.js'
+import { patched, uuid4 } from '@temporalio/workflow'
+import type { HostReconciliation, ReconcileCounts } from '../activities/reconciler.js'
 import { reconciler, records } from './activities.js'
+import { INSTANCE_STORAGE_PATCH } from './patches.js'
 
 export interface ReconcileSummary {
   passId: string
@@ -23,11 +24,17 @@ export async function reconcile (): Promise<ReconcileSummary> {
   const add = (kind: string, n: number): void => { if (n > 0) counts[kind] = (counts[kind] ?? 0) + n }
 
   const hosts = await reconciler.reconcilableHosts()
-  for (const host of await Promise.all(hosts.map((hostId) => reconciler.reconcileHost(hostId)))) {
-    add(host.reachable ? 'hostsChecked' : 'hostsUnreachable', 1)
+  const tally = (host: HostReconciliation): void => {
     for (const [kind, n] of Object.entries(host.counts)) add(kind, n)
     actions.push(...host.actions)
   }
+  for (const host of await Promise.all(hosts.map((hostId) => reconciler.reconcileHost(hostId)))) {
+    add(host.reachable ? 'hostsChecked' : 'hostsUnreachable', 1)
+    tally(host)
+  }
+  // The storage every host mounts is read once, through the first active host.
+  const withStorage = patched(INSTANCE_STORAGE_PATCH)
+  if (withStorage && hosts.length > 0) tally(await reconciler.reconcileStorage(hosts[0]!))
   for (const instance of await reconciler.driftedInstances()) {
     const action = await reconciler.redriveInstance(instance, uuid4())
     if (action !== null) {
@@ -39,6 +46,7 @@ export async function reconcile (): Promise<ReconcileSummary> {
   add('operationsClosed', closed.length)
   actions.push(...closed)
   add('reservationsReleased', await reconciler.releaseLeakedReservations())
+  if (withStorage) add('addressesAndDisksReleased', await reconciler.releaseLeakedAddresses())
   add('idempotencyKeysExpired', await reconciler.purgeIdempotencyKeys())
   await records.recordReconcilePass({ id: passId, startedAt, counts, actions })
   return { passId, counts, actions }

@@ -1,14 +1,17 @@
 /**
- * `vmplane instances list|get|events|create|start|stop|reboot|delete`. The changes answer at
- * once with the accepted operation; with `--wait` they follow it to its end (wait.ts) and exit
- * non-zero unless it succeeded.
+ * `vmplane instances list|get|events|create|start|stop|reboot|delete|console|console-log`. The
+ * changes answer at once with the accepted operation; with `--wait` they follow it to its end
+ * (wait.ts) and exit non-zero unless it succeeded.
  */
+import { readFile } from 'node:fs/promises'
 import { Option, type Command } from 'commander'
 import { INSTANCE_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import type { ApiClient } from '../api-client.js'
 import type { Accepted, EventList, Instance, InstanceList } from '../api-types.js'
-import { positiveSeconds, wholeNumber } from '../arguments.js'
+import { dataDisk, networkInterface, positiveSeconds, repeated, wholeNumber } from '../arguments.js'
+import { attachConsole } from '../console.js'
 import { contextOf, show, type Context } from '../context.js'
+import { UsageError } from '../errors.js'
 import { instanceId } from '../instance-ref.js'
 import { Progress } from '../progress.js'
 import { acceptedSummary, eventTable, instanceDetail, instanceTable } from '../views.js'
@@ -38,6 +41,13 @@ interface CreateFlags extends WaitFlags {
   start: boolean
   stopGrace?: number
   restartPolicy?: string
+  image?: string
+  bootSize?: number
+  disk?: Array<{ name: string, sizeGiB: number }>
+  /** Interfaces to make; false with --no-network. */
+  network?: Array<{ network: string, ip?: string }> | false
+  sshKeyFile?: string[]
+  userDataFile?: string
 }
 
 interface GraceFlags extends WaitFlags {
@@ -87,10 +97,36 @@ export function addInstanceCommands (program: Command): void {
     .option('--cmdline <cmdline>', 'kernel command line')
     .option('--no-start', 'create it stopped')
     .option('--stop-grace <seconds>', 'how long a stop waits for the guest to power off before killing its VMM', wholeNumber)
-    .addOption(new Option('--restart-policy <policy>', 'on-failure restarts a failed instance by itself').choices(RESTART_POLICIES)))
+    .addOption(new Option('--restart-policy <policy>', 'on-failure restarts a failed instance by itself').choices(RESTART_POLICIES))
+    .option('--image <image>', 'boot from a disk made from this base image (vmplane images list); the instance gets cloud-init')
+    .option('--boot-size <GiB>', "the boot disk's size (default: the image's)", wholeNumber)
+    .option('--disk <name:GiB>', 'an empty data disk; repeat for more', dataDisk)
+    .option('--network <network[=ip]>', 'an interface on this network (by name or ID), at this address if given; repeat for more (default: one on the network named default, if any)', networkInterface)
+    .option('--no-network', 'no interface at all')
+    .option('--ssh-key-file <file>', 'OpenSSH public keys (one per line) for cloud-init to authorise; repeat for more files', repeated)
+    .option('--user-data-file <file>', 'cloud-init user-data (#cloud-config …), at most 32 KiB'))
     .action(async (options: CreateFlags, command: Command) => {
       const context = await contextOf(command)
-      await change(context, options, await context.api.change<Accepted>('POST', '/v1/instances', createBody(options)))
+      await change(context, options, await context.api.change<Accepted>('POST', '/v1/instances', await createBody(options)))
+    })
+
+  instances.command('console')
+    .description("attach to the instance's serial console (operator token): a raw terminal; Ctrl-] leaves")
+    .argument(INSTANCE, INSTANCE_HELP)
+    .action(async (instance: string, _options: unknown, command: Command) => {
+      const context = await contextOf(command)
+      const id = await instanceId(context.api, instance)
+      await attachConsole(context.api.webSocket(`/v1/instances/${id}/console`), instance)
+    })
+
+  instances.command('console-log')
+    .description("print the end of the instance's serial log (its running VMM's, or its last one's)")
+    .argument(INSTANCE, INSTANCE_HELP)
+    .option('--bytes <n>', 'how much of the end, at most 1 MiB', wholeNumber, 64 * 1024)
+    .action(async (instance: string, options: { bytes: number }, command: Command) => {
+      const context = await contextOf(command)
+      const id = await instanceId(context.api, instance)
+      process.stdout.write(await context.api.getText(`/v1/instances/${id}/console/log?bytes=${options.bytes}`))
     })
 
   addChange<WaitFlags>(instances, 'start', 'start a stopped or failed instance',
@@ -152,7 +188,9 @@ function withPaging (command: Command): Command {
     .option('--cursor <cursor>', "the next page: the previous page's nextCursor")
 }
 
-function createBody (options: CreateFlags) {
+async function createBody (options: CreateFlags) {
+  const sshKeys = (await Promise.all((options.sshKeyFile ?? []).map(readLocalFile)))
+    .flatMap((text) => text.split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#')))
   return {
     name: options.name,
     vcpus: options.vcpus,
@@ -160,7 +198,21 @@ function createBody (options: CreateFlags) {
     boot: { kernel: options.kernel, initramfs: options.initramfs, cmdline: options.cmdline },
     start: options.start,
     stopGraceSeconds: options.stopGrace,
-    restartPolicy: options.restartPolicy
+    restartPolicy: options.restartPolicy,
+    bootDisk: options.image === undefined ? undefined : { image: options.image, sizeGiB: options.bootSize },
+    dataDisks: options.disk,
+    interfaces: options.network === false ? [] : options.network,
+    sshKeys: sshKeys.length === 0 ? undefined : sshKeys,
+    userData: options.userDataFile === undefined ? undefined : await readLocalFile(options.userDataFile)
+  }
+}
+
+/** A file the user named on the command line; one that cannot be read is their mistake (exit 2). */
+async function readLocalFile (path: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8')
+  } catch (err) {
+    throw new UsageError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
   }
 }
 

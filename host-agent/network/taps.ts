@@ -30,6 +30,9 @@ interface IpLink {
 }
 
 export class TapDevices {
+  /** The change in flight on each TAP name: an ensure and a removal of one name never interleave. */
+  readonly #inFlight = new Map<string, Promise<unknown>>()
+
   constructor (readonly netns: string | null, readonly bridge: string) {}
 
   /** The command line that runs a program inside the host's network namespace. */
@@ -47,10 +50,19 @@ export class TapDevices {
 
   /** The TAP, made (or repaired: attached, UP) if it is missing. */
   async ensure (name: string, multiQueue: boolean): Promise<void> {
+    await this.#serially(name, async () => { await this.#ensure(name, multiQueue) })
+  }
+
+  /** Removes the TAP, unless `keep()` says otherwise once no other change of it is in flight; false when there was none. */
+  async remove (name: string, keep: () => boolean = () => false): Promise<boolean> {
+    return await this.#serially(name, async () => !keep() && await this.#remove(name))
+  }
+
+  async #ensure (name: string, multiQueue: boolean): Promise<void> {
     let tap = await this.find(name)
     if (tap !== null && tap.multiQueue !== multiQueue) {
       // Made for another queue count (the instance was resized): a TAP's flags cannot change.
-      await this.remove(name)
+      await this.#remove(name)
       tap = null
     }
     if (tap === null) {
@@ -60,11 +72,21 @@ export class TapDevices {
     if (tap?.bridge !== this.bridge || !tap.up) await this.#ip(['link', 'set', 'dev', name, 'master', this.bridge, 'up'])
   }
 
-  /** Removes the TAP; false when there was none. */
-  async remove (name: string): Promise<boolean> {
+  async #remove (name: string): Promise<boolean> {
     if (await this.find(name) === null) return false
     await this.#ip(['link', 'del', 'dev', name])
     return true
+  }
+
+  async #serially<T> (name: string, change: () => Promise<T>): Promise<T> {
+    const previous = this.#inFlight.get(name) ?? Promise.resolve()
+    const next = previous.catch(() => {}).then(change)
+    this.#inFlight.set(name, next)
+    try {
+      return await next
+    } finally {
+      if (this.#inFlight.get(name) === next) this.#inFlight.delete(name)
+    }
   }
 
   async find (name: string): Promise<TapDevice | null> {

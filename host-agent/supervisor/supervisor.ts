@@ -130,11 +130,15 @@ export class Supervisor {
     return (await this.context.devices.taps.list()).map((tap) => ({ ...tap, vmmId: owners.get(tap.name) ?? null }))
   }
 
-  /** Removes a TAP no live VMM has (409 if one has); false when there was none. */
+  /**
+   * Removes a TAP no live VMM has (409 if one has); false when there was none. Ownership is
+   * checked again once no other change of that TAP is in flight, so a VMM that takes the name
+   * meanwhile keeps its TAP.
+   */
   async removeTap (name: string): Promise<boolean> {
     const owner = this.tapOwners().get(name)
     if (owner !== undefined) throw conflict(`TAP ${name} belongs to the live VMM ${owner}`)
-    return await this.context.devices.taps.remove(name)
+    return await this.context.devices.taps.remove(name, () => this.tapOwners().has(name))
   }
 
   /** Removes a disk no live VMM on this host uses (409 if one does); false when there was none. */

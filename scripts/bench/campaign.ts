@@ -65,7 +65,8 @@ function printReport (r: CampaignReport): void {
   }
   const rows: Array<[string, keyof InvariantCounts]> = [
     ['orphan VMMs', 'orphanVmms'], ['duplicate VMMs', 'duplicateVmms'], ['leaked reservations', 'leakedReservations'],
-    ['not at intended state', 'notAtIntent'], ['operations in flight', 'operationsInFlight']
+    ['orphan disks', 'orphanDisks'], ['orphan TAPs', 'orphanTaps'], ['leaked addresses', 'leakedAddresses'],
+    ['duplicate addresses', 'duplicateAddresses'], ['not at intended state', 'notAtIntent'], ['operations in flight', 'operationsInFlight']
   ]
   console.log(`\n${'count (target 0)'.padEnd(24)} ${'all running'.padStart(12)} ${'after run'.padStart(10)}`)
   for (const [label, key] of rows) console.log(`${label.padEnd(24)} ${String(r.afterCreate[key]).padStart(12)} ${String(r.afterRun[key]).padStart(10)}`)

@@ -1,8 +1,10 @@
 /**
- * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances created
- * and started across the stack's hosts through the HTTP API with bounded concurrency, then all
- * stopped, then all deleted; during each phase the worker and a host agent are SIGKILLed at
- * random moments, several times, and the dev stack restarts them; and the worker is frozen for
+ * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances, each
+ * with a boot disk, a data disk, an interface and cloud-init, created and started across the
+ * stack's hosts through the HTTP API with bounded concurrency, then all stopped, then all deleted;
+ * during each phase the worker and a host agent are SIGKILLed at random moments, several times,
+ * and the dev stack restarts them (in the create phase they are also killed at the agents' device
+ * points: a disk or a TAP just made); and the worker is frozen for
  * longer than the workflow task timeout, so that tasks it held time out and run again. The client is a careful one:
  * every request carries an Idempotency-Key and is retried with it while the API cannot answer,
  * and the concurrency bounds operations, not requests: a slot is free again once its instance's
@@ -12,7 +14,8 @@
  * After each phase the campaign waits until every instance is at the phase's state with nothing
  * in flight (a reconcile period or two, for anything it must re-drive), then checks the invariants against PostgreSQL, the agents and the processes
  * (scripts/dev-stack/invariants.ts). The report counts orphan VMMs, duplicate VMMs, leaked
- * reservations and instances not at their intended state (all targets 0), and what the
+ * reservations, orphan disks, orphan TAPs, leaked and duplicate addresses, and instances not at
+ * their intended state (all targets 0), and what the
  * reconciler did meanwhile. At the end every execution the campaign caused is replayed on this
  * build, as a restarted worker would: one that does not replay is an instance stuck until an
  * operator resets it (target 0 too).
@@ -20,7 +23,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { checkInvariants, violationsOf, type InvariantReport } from '../dev-stack/invariants.js'
-import type { LaunchedStack } from '../dev-stack/launcher.js'
+import type { CrashPlan } from '../../faults/crash-points.js'
+import { armCrashPlan, crashPlanArmed, disarmCrashPlan } from '../dev-stack/crash-plans.js'
+import { STAND_IN_BASE_IMAGE } from '../dev-stack/hypervisor.js'
+import type { ComponentName, LaunchedStack } from '../dev-stack/launcher.js'
 import { replayExecutions } from '../dev-stack/replay-executions.js'
 import { sendUntilAnswered } from '../dev-stack/retrying-client.js'
 import { waitFor } from '../dev-stack/wait.js'
@@ -42,8 +48,12 @@ export interface CampaignOptions {
 export const CAMPAIGN_STACK_ENV = {
   VMPLANE_HOST_VCPUS: '100000',
   VMPLANE_HOST_MEMORY_MIB: '100000000',
+  // The disks are sparse: 4,000 instances' 3 GiB each take a few hundred MiB of real space.
+  VMPLANE_STORAGE_GIB: '100000',
   VMPLANE_RECONCILE_SECONDS: '15',
-  VMPLANE_ORPHAN_GRACE_SECONDS: '20'
+  VMPLANE_ORPHAN_GRACE_SECONDS: '20',
+  // Crash plans (faults/crash-points.ts) for the kills at the agents' device points.
+  VMPLANE_CRASH_POINTS: '1'
 }
 
 export interface PhaseReport {
@@ -61,6 +71,10 @@ export interface InvariantCounts {
   orphanVmms: number
   duplicateVmms: number
   leakedReservations: number
+  orphanDisks: number
+  orphanTaps: number
+  leakedAddresses: number
+  duplicateAddresses: number
   notAtIntent: number
   operationsInFlight: number
 }
@@ -116,7 +130,13 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       target: 'running',
       send: async (i) => {
         ids[i] = await send('POST', '/v1/instances', {
-          name: `campaign-${i}`, vcpus: 1, memoryMiB: 64, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline: 'console=ttyS0' }
+          name: `campaign-${i}`,
+          vcpus: 1,
+          memoryMiB: 64,
+          boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline: 'console=ttyS0' },
+          bootDisk: { image: STAND_IN_BASE_IMAGE },
+          dataDisks: [{ name: 'data', sizeGiB: 1 }],
+          sshKeys: [CAMPAIGN_SSH_KEY]
         })
         await operations.ended(ids[i]!)
       }
@@ -147,7 +167,10 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
     for (const phase of phases) {
       retries = 0
       const started = Date.now()
-      const kills = await sendAll(stack, phase, options, killed)
+      let sent = false
+      const pointKills = phase.name === 'create' ? killAtDevicePoints(stack, () => sent, killed, options.log) : Promise.resolve([])
+      const kills = await sendAll(stack, phase, options, killed).finally(() => { sent = true })
+      kills.push(...await pointKills)
       const operationsSeconds = (Date.now() - started) / 1000
       options.log(`${phase.name}: ${options.instances} operations ended in ${operationsSeconds.toFixed(1)} s; waiting for every instance to be ${phase.target}`)
       const converged = await convergence(db, phase.target, options)
@@ -234,6 +257,37 @@ class OperationWatch {
 /** A freeze of the worker, longer than a workflow task's timeout (3 s): its tasks time out and run again. */
 const FROZEN_WORKER = 'worker frozen'
 const FREEZE_MS = 5000
+
+/** The key every campaign instance's cloud-init authorises (a test key, never a real one). */
+const CAMPAIGN_SSH_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAvmplaneCampaignKeyForTestsOnly0123456789 campaign@vmplane'
+
+/**
+ * Kills at the agents' device points during the create phase, one plan after another: the worker
+ * while an agent has just made a disk, an agent having just made a TAP, an agent having just made
+ * a disk, the worker while an agent has just made a TAP. A plan still armed when the phase's
+ * requests are all sent is taken back. Returns what it killed.
+ */
+async function killAtDevicePoints (stack: LaunchedStack, sent: () => boolean, killed: string[], log: (line: string) => void): Promise<string[]> {
+  const host = stack.info.hosts[0]!.id
+  const plans: CrashPlan[] = [
+    { point: 'agent.disk.after-create', kill: 'worker' },
+    { point: 'agent.tap.after-create', kill: `agent-${host}`, host },
+    { point: 'agent.disk.after-create', kill: `agent-${host}`, host },
+    { point: 'agent.tap.after-create', kill: 'worker' }
+  ]
+  const kills: string[] = []
+  for (const plan of plans) {
+    if (sent()) break
+    await stack.waitForRestart(plan.kill as ComponentName)
+    await armCrashPlan(stack, plan)
+    await waitFor(`the crash point ${plan.point}`, async () => !crashPlanArmed(stack) || sent() ? true : null, { timeoutMs: 3_600_000, intervalMs: 100 })
+    if (await disarmCrashPlan(stack)) break
+    killed.push(plan.kill)
+    kills.push(`${plan.kill} at ${plan.point}`)
+    log(`create: SIGKILL ${plan.kill} at ${plan.point}`)
+  }
+  return kills
+}
 
 /**
  * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent, and
@@ -362,6 +416,10 @@ function countsOf (report: InvariantReport): InvariantCounts {
     orphanVmms: report.orphanProcesses.length + report.orphanRecords.length,
     duplicateVmms: report.duplicates.length,
     leakedReservations: report.leakedReservations.length,
+    orphanDisks: report.orphanDisks.length,
+    orphanTaps: report.orphanTaps.length,
+    leakedAddresses: report.leakedAddresses.length,
+    duplicateAddresses: report.duplicateAddresses.length,
     notAtIntent: report.notAtIntent.length,
     operationsInFlight: report.operationsInFlight.length
   }

@@ -8,13 +8,23 @@
  * - no duplicates: an instance has at most one live VMM in PostgreSQL, and a running instance
  *   exactly one, which is its active VMM, running on its host with exactly one process;
  * - no orphans: every VMM process and every live agent record belongs to a live VMM in
- *   PostgreSQL whose instance is not destroyed;
- * - nothing leaked: no reservation held for a VMM that is gone;
- * - nothing stuck: no operation left in flight, and every instance at the state it is meant to be.
+ *   PostgreSQL whose instance is not destroyed; every disk file in the storage to a live disk,
+ *   every seed to a live instance, nothing is left half-made; every TAP in a host's network
+ *   namespace to a live VMM on that host (an interface of its instance);
+ * - nothing leaked: no reservation held for a VMM that is gone, no address, MAC or disk space
+ *   held for a destroyed instance;
+ * - no duplicates: no address or MAC held by two live interfaces;
+ * - nothing stuck: no operation left in flight, and every instance at the state it is meant to be
+ *   (a running one with its disks made and its TAPs on its host).
  */
+import { existsSync } from 'node:fs'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
+import { isVmplaneTapName, tapNameOf } from '../../domain/interfaces.js'
+import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { isTerminalVmmState, type VmmState } from '../../domain/vmm.js'
+import { runCommand } from '../../host-agent/process/command.js'
 import { findVmmProcesses, processCommandLine } from './processes.js'
 import type { StackInfo } from './stack-file.js'
 
@@ -27,6 +37,14 @@ export interface InvariantReport {
   /** Instances with more than one live VMM, or more than one process for their VMM. */
   duplicates: string[]
   leakedReservations: string[]
+  /** Disk files, seeds and half-made files in the storage that no live record owns. */
+  orphanDisks: string[]
+  /** TAPs in a host's namespace that no live VMM on that host has. */
+  orphanTaps: string[]
+  /** Addresses (and MACs, and disk space) still held for destroyed instances. */
+  leakedAddresses: string[]
+  /** Addresses or MACs held by more than one live interface. */
+  duplicateAddresses: string[]
   operationsInFlight: string[]
   /** Instances not at their intended state, or whose state their VMM's reality contradicts. */
   notAtIntent: string[]
@@ -35,7 +53,8 @@ export interface InvariantReport {
 export function violationsOf (report: InvariantReport): string[] {
   return [
     ...report.orphanProcesses, ...report.orphanRecords, ...report.duplicates,
-    ...report.leakedReservations, ...report.operationsInFlight, ...report.notAtIntent
+    ...report.leakedReservations, ...report.orphanDisks, ...report.orphanTaps, ...report.leakedAddresses,
+    ...report.duplicateAddresses, ...report.operationsInFlight, ...report.notAtIntent
   ]
 }
 
@@ -55,6 +74,13 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
     const inFlight = (await client.query(
       'SELECT id, instance_id, kind, status FROM operations WHERE finished_at IS NULL'
     )).rows
+    const disks = (await client.query(
+      'SELECT d.id, d.instance_id, d.image, d.destroyed_at, i.destroyed_at AS instance_destroyed_at FROM disks d JOIN instances i ON i.id = d.instance_id'
+    )).rows
+    const interfaces = (await client.query(
+      `SELECT n.id, n.instance_id, n.network_id, host(n.ip) AS ip, n.mac::text AS mac, n.released_at, i.destroyed_at AS instance_destroyed_at
+         FROM interfaces n JOIN instances i ON i.id = n.instance_id`
+    )).rows
 
     const report: InvariantReport = {
       instances: instances.length,
@@ -62,6 +88,15 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       orphanRecords: [],
       duplicates: [],
       leakedReservations: leaked.map((r) => `reservation of ${r.state} VMM ${r.vmm_id} not released`),
+      orphanDisks: await orphanStorage(stack, disks, instances),
+      orphanTaps: [],
+      leakedAddresses: [
+        ...interfaces.filter((n) => n.released_at === null && n.instance_destroyed_at !== null)
+          .map((n) => `address ${n.ip} and MAC ${n.mac} still held for destroyed instance ${n.instance_id}`),
+        ...disks.filter((d) => d.destroyed_at === null && d.instance_destroyed_at !== null)
+          .map((d) => `disk ${d.id} still held for destroyed instance ${d.instance_id}`)
+      ],
+      duplicateAddresses: duplicatesAmong(interfaces.filter((n) => n.released_at === null)),
       operationsInFlight: inFlight.map((o) => `${o.kind} operation ${o.id} of instance ${o.instance_id} still ${o.status}`),
       notAtIntent: []
     }
@@ -82,6 +117,14 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       if (byId.get(vmmId)?.host_id !== hostId) report.orphanRecords.push(`${hostId} holds VMM ${vmmId} (${state}), not live in PostgreSQL`)
     }
 
+    const taps = await tapsByHost(stack)
+    const interfacesOf = (instanceId: string): string[] => interfaces
+      .filter((n) => n.instance_id === instanceId && n.released_at === null).map((n) => tapNameOf(n.id))
+    for (const [hostId, names] of taps) {
+      const expected = new Set(liveVmms.filter((v) => v.host_id === hostId).flatMap((v) => interfacesOf(v.instance_id)))
+      for (const name of names) if (!expected.has(name)) report.orphanTaps.push(`TAP ${name} on ${hostId}: no live VMM on that host has it`)
+    }
+
     const liveByInstance = new Map<string, typeof liveVmms>()
     for (const vmm of liveVmms) liveByInstance.set(vmm.instance_id, [...(liveByInstance.get(vmm.instance_id) ?? []), vmm])
     for (const instance of instances) {
@@ -96,6 +139,10 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
         if (vmm === undefined || pids.length !== 1 || !onAgent) {
           report.notAtIntent.push(`${label}: active VMM ${instance.active_vmm_id} is ${vmm?.state ?? 'not live'}, ${pids.length} process(es), ${onAgent ? '' : 'not '}on its host`)
         }
+        const missingTaps = vmm === undefined ? [] : interfacesOf(instance.id).filter((name) => !(taps.get(vmm.host_id) ?? []).includes(name))
+        if (missingTaps.length > 0) report.notAtIntent.push(`${label}: TAP(s) ${missingTaps.join(', ')} missing on ${vmm!.host_id}`)
+        const missingDisks = disks.filter((d) => d.instance_id === instance.id && d.destroyed_at === null && !storageHas(stack, d))
+        if (missingDisks.length > 0) report.notAtIntent.push(`${label}: disk(s) ${missingDisks.map((d) => d.id).join(', ')} missing from the storage`)
       } else if (live.length > 0 && ['stopped', 'destroyed', 'failed'].includes(instance.state)) {
         report.notAtIntent.push(`${label} still has live VMM(s) ${live.map((v) => v.id).join(', ')}`)
       }
@@ -104,6 +151,46 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
   } finally {
     await client.end()
   }
+}
+
+/** Files in the storage no live record owns: disks of no live disk, seeds of no live instance, half-made files. */
+async function orphanStorage (stack: StackInfo, disks: Array<Record<string, any>>, instances: Array<Record<string, any>>): Promise<string[]> {
+  const dir = stack.hosts[0]?.storageDir
+  if (dir === undefined) return []
+  const liveDisks = new Set(disks.filter((d) => d.destroyed_at === null).map((d) => diskFileOf({ id: d.id, image: d.image })))
+  const liveSeeds = new Set(instances.filter((i) => i.destroyed_at === null).map((i) => seedFileOf(i.id)))
+  const found: string[] = []
+  for (const [sub, live] of [['disks', liveDisks], ['seeds', liveSeeds], ['partial', new Set<string>()]] as const) {
+    for (const name of await readdir(join(dir, sub)).catch(() => [])) {
+      if (!live.has(`${sub}/${name}`)) found.push(`${sub}/${name} in the storage: no live record owns it`)
+    }
+  }
+  return found
+}
+
+function storageHas (stack: StackInfo, disk: Record<string, any>): boolean {
+  const dir = stack.hosts[0]?.storageDir
+  return dir !== undefined && existsSync(join(dir, diskFileOf({ id: disk.id, image: disk.image })))
+}
+
+function duplicatesAmong (live: Array<Record<string, any>>): string[] {
+  const found: string[] = []
+  for (const [what, key] of [['address', (n: Record<string, any>) => `${n.network_id} ${n.ip}`], ['MAC', (n: Record<string, any>) => n.mac]] as const) {
+    const holders = new Map<string, string[]>()
+    for (const n of live) holders.set(key(n), [...(holders.get(key(n)) ?? []), n.id])
+    for (const [value, ids] of holders) if (ids.length > 1) found.push(`${what} ${value} held by ${ids.length} live interfaces: ${ids.join(', ')}`)
+  }
+  return found
+}
+
+/** vmplane's TAPs in each host's network namespace. */
+async function tapsByHost (stack: StackInfo): Promise<Map<string, string[]>> {
+  const found = new Map<string, string[]>()
+  for (const host of stack.hosts) {
+    const links = JSON.parse(await runCommand('ip', ['-n', host.netns, '-json', 'link', 'show', 'type', 'tun'])) as Array<{ ifname: string }>
+    found.set(host.id, links.map((link) => link.ifname).filter(isVmplaneTapName))
+  }
+  return found
 }
 
 /** Every VMM process under every host's state directory, by the VMM ID in its socket path. */

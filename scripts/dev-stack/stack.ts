@@ -4,9 +4,10 @@
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the host agents (each in its network namespace, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the agents, the
- * API with the worker behind it, every host active) → write run/stack.json and print where
- * everything is.
+ * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
+ * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
+ * → the `default` network (default-network.ts) → write run/stack.json and print where everything
+ * is.
  *
  * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
@@ -23,6 +24,8 @@ import {
   type ComponentContext, type HostPlan
 } from './components.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
+import { DEFAULT_NETWORK } from '../../api/services/instance-resources.js'
+import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
 import { ensureHostNetwork, removeHostNetworks } from './host-network.js'
 import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
@@ -117,6 +120,10 @@ export class DevStack {
       signal: this.stopping.signal,
       detail: () => `the components' output is in ${displayPath(paths.logDir)}`
     })
+
+    if (await ensureDefaultNetwork({ apiUrl: apiUrl(config), apiToken }) === 'created') {
+      this.log(`created the network ${DEFAULT_NETWORK} (${DEFAULT_NETWORK_CIDR}), which instances are on unless they say otherwise`)
+    }
 
     const info: StackInfo = {
       apiUrl: apiUrl(config),

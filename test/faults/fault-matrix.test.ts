@@ -5,7 +5,8 @@
  * would; the client retries with its Idempotency-Key, as a careful one does. Each case asserts
  * that the point was reached, that the operation reached its outcome, and then that the whole
  * stack holds the invariants (scripts/dev-stack/invariants.ts): one VMM per running instance, no
- * VMM process without a live record, no leaked reservation, every instance as its VMM is.
+ * VMM process without a live record, no leaked reservation, no orphan disk or TAP, no leaked or
+ * shared address, every instance as its VMM is.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -14,7 +15,7 @@ import { checkInvariants, violationsOf, type InvariantReport } from '../../scrip
 import { isRunning } from '../../scripts/dev-stack/processes.js'
 import { sendUntilAnswered } from '../../scripts/dev-stack/retrying-client.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
-import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
+import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { startStack, type TestStack } from '../helpers/stack.js'
 
@@ -31,11 +32,15 @@ interface Scenario {
 const SCENARIOS: Record<string, Scenario> = {
   create: {
     operation: 'create',
-    steps: ['create.after-workflow-start', 'place.after-commit', 'agent.ensure.after-record', 'agent.ensure.after-spawn', 'ensure.after-agent', 'change.after-commit']
+    steps: [
+      'create.after-workflow-start', 'place.after-commit', 'agent.ensure.after-record', 'agent.disk.after-create',
+      'agent.tap.after-create', 'agent.ensure.after-spawn', 'ensure.after-agent', 'change.after-commit'
+    ]
   },
+  // The disks were made at the create: a start makes its VMM's TAP, not its disks.
   start: {
     operation: 'start',
-    steps: ['place.after-commit', 'agent.ensure.after-record', 'agent.ensure.after-spawn', 'ensure.after-agent', 'change.after-commit']
+    steps: ['place.after-commit', 'agent.ensure.after-record', 'agent.tap.after-create', 'agent.ensure.after-spawn', 'ensure.after-agent', 'change.after-commit']
   },
   stop: { operation: 'stop', graceSeconds: 5, steps: ['change.after-commit', 'press.after-agent', 'agent.stop.after-deadline'] },
   'stop with grace 0 (the kill branch)': { operation: 'stop', graceSeconds: 0, steps: ['destroy.after-agent', 'agent.destroy.after-kill'] },

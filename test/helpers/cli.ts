@@ -4,7 +4,8 @@
  * points nowhere unless a test says otherwise, so only what a test passes configures the CLI.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcessByStdio } from 'node:child_process'
+import type { Readable, Writable } from 'node:stream'
 import { join } from 'node:path'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
@@ -30,7 +31,12 @@ export interface RunningCli {
 }
 
 export function startCli (args: string[], options: CliOptions = {}): RunningCli {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'] })
+  const { stderr, result } = outputOf(spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options.env), stdio: ['ignore', 'pipe', 'pipe'] }))
+  return { stderr, result }
+}
+
+/** What a child writes, as it comes and once it has ended. */
+function outputOf (child: ChildProcessByStdio<Writable | null, Readable, Readable>): { stdout: () => string, stderr: () => string, result: Promise<CliResult> } {
   let stdout = ''
   let stderr = ''
   child.stdout.setEncoding('utf8').on('data', (text: string) => { stdout += text })
@@ -39,7 +45,29 @@ export function startCli (args: string[], options: CliOptions = {}): RunningCli 
     child.once('error', reject)
     child.once('close', (code) => resolve({ code, stdout, stderr }))
   })
-  return { stderr: () => stderr, result }
+  return { stdout: () => stdout, stderr: () => stderr, result }
+}
+
+export interface CliOnTerminal {
+  /** Types into the terminal. */
+  type: (text: string) => void
+  /** What the terminal has shown so far. */
+  screen: () => string
+  result: Promise<CliResult>
+}
+
+/**
+ * Runs the CLI on a pseudo-terminal, as a person at a terminal would: util-linux's `script`
+ * gives it one, passes what is typed to it and what it writes back. The result's stdout is the
+ * terminal's whole output.
+ */
+export function startCliOnTerminal (args: string[], options: CliOptions = {}): CliOnTerminal {
+  const command = [process.execPath, CLI, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(' ')
+  const child = spawn('script', ['--quiet', '--flush', '--return', '--command', command, '/dev/null'], {
+    cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options.env), stdio: ['pipe', 'pipe', 'pipe']
+  })
+  const { stdout, result } = outputOf(child)
+  return { type: (text) => { child.stdin.write(text) }, screen: stdout, result }
 }
 
 export async function runCli (args: string[], options: CliOptions = {}): Promise<CliResult> {

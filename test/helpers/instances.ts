@@ -2,6 +2,7 @@
  * Helpers for tests that drive instances through a stack's HTTP API.
  */
 import { join } from 'node:path'
+import { STAND_IN_BASE_IMAGE } from '../../scripts/dev-stack/hypervisor.js'
 import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
 import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
 import { temporalCli } from './operator.js'
@@ -19,9 +20,21 @@ export interface InstanceBody {
   [key: string]: unknown
 }
 
-/** A body for POST /v1/instances that boots on a simulated host; `cmdline` carries sim.* directives. */
+/**
+ * A body for POST /v1/instances that boots on a simulated host as a real VM would be made: a
+ * boot disk from the stand-in base image, a data disk, and (by default) an interface on the
+ * stack's default network, so every test's VMMs have disks, a seed and a TAP. `cmdline` carries
+ * sim.* directives.
+ */
 export function newInstance (name: string, cmdline = 'console=ttyS0') {
-  return { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline } }
+  return {
+    name,
+    vcpus: 1,
+    memoryMiB: 256,
+    boot: { kernel: 'vmlinux', initramfs: 'initrd.img', cmdline },
+    bootDisk: { image: STAND_IN_BASE_IMAGE },
+    dataDisks: [{ name: 'data', sizeGiB: 1 }]
+  }
 }
 
 /** Polls the instance until `accept` says yes; fails with the last state seen. */

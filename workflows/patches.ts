@@ -1,0 +1,12 @@
+/**
+ * The `patched()` markers of shipped workflows, each named for the change it guards: code behind a
+ * marker runs in executions that began after the change, and executions recorded before it replay
+ * as they ran (docs/design.md §12; the replay tests hold recorded histories of both).
+ */
+
+/**
+ * Instances gained disks, seeds and interfaces (issue 16): a delete removes its instance's
+ * storage before recording its end, and a reconcile pass reads the storage and releases leaked
+ * addresses.
+ */
+export const INSTANCE_STORAGE_PATCH = 'instance-storage'
