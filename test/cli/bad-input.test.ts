@@ -18,7 +18,7 @@ describe('vmplane CLI, bad input', () => {
   })
 
   it('a group or the program without a command names the choices in one line', async () => {
-    assertOneLineError(await runCli([]), USAGE, /missing command after 'vmplane': one of instances, hosts, operations/)
+    assertOneLineError(await runCli([]), USAGE, /missing command after 'vmplane': one of instances, hosts, networks, images, operations/)
     assertOneLineError(await runCli(['instances']), USAGE, /missing command after 'vmplane instances': one of list, get, events, create/)
   })
 
@@ -35,6 +35,16 @@ describe('vmplane CLI, bad input', () => {
     assertOneLineError(await runCli(create), USAGE, /'--vcpus <n>' argument 'two' is invalid\. must be a whole number/)
     assertOneLineError(await runCli(['instances', 'start', 'web-1', '--wait', '--timeout', '-1']), USAGE, /'--timeout <seconds>' argument '-1' is invalid/)
     assertOneLineError(await runCli(['hosts', 'list', '--frobnicate']), USAGE, /unknown option '--frobnicate'/)
+  })
+
+  it('a malformed disk or interface, or a key or user-data file that cannot be read, is a usage error, before any request', async () => {
+    const create = ['--url', 'http://127.0.0.1:9', '--token', 'secret', 'instances', 'create', '--name', 'web-1', '--vcpus', '1', '--memory', '256', '--kernel', 'vmlinux']
+    assertOneLineError(await runCli([...create, '--disk', 'data']), USAGE, /'--disk <name:GiB>' argument 'data' is invalid\. must be name:GiB/)
+    assertOneLineError(await runCli([...create, '--disk', 'data:ten']), USAGE, /'--disk <name:GiB>' argument 'data:ten' is invalid/)
+    assertOneLineError(await runCli([...create, '--network', 'default=']), USAGE, /'--network <network\[=ip\]>' argument 'default=' is invalid/)
+    assertOneLineError(await runCli([...create, '--network', 'a=b=c']), USAGE, /argument 'a=b=c' is invalid/)
+    assertOneLineError(await runCli([...create, '--image', 'debian-12.qcow2', '--ssh-key-file', '/nonexistent/id.pub']), USAGE, /cannot read \/nonexistent\/id\.pub: ENOENT/)
+    assertOneLineError(await runCli([...create, '--image', 'debian-12.qcow2', '--user-data-file', '/nonexistent/user-data']), USAGE, /cannot read \/nonexistent\/user-data: ENOENT/)
   })
 
   it('no API URL or token anywhere is a usage error that says where it looked', async () => {

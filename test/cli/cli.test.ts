@@ -216,4 +216,32 @@ describe('vmplane CLI against a stack', () => {
       await rm(workDir, { recursive: true, force: true })
     }
   })
+
+  it('networks, images, and an instance with a boot disk, a data disk, an interface at a chosen address and cloud-init', async () => {
+    assertSucceeded(await cli('networks', 'create', 'lab', '--cidr', '10.80.0.0/24'))
+    assert.match((await cli('networks', 'list')).stdout, /^lab +10\.80\.0\.0\/24 +10\.80\.0\.1 +0\/253 /m)
+    assert.match((await cli('images', 'list')).stdout, /^debian-12\.qcow2 +qcow2 +2\.0 GiB /m)
+
+    const files = await mkdtemp(join(tmpdir(), 'vmplane-cli-'))
+    try {
+      const key = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKvmplaneCliTestKeyOnly0123456789abcdef cli@example'
+      await writeFile(join(files, 'id.pub'), `# a comment\n${key}\n\n`)
+      await writeFile(join(files, 'user-data'), '#cloud-config\nruncmd: [uptime]\n')
+      const created = await cli('instances', 'create', '--name', 'cli-vm', ...BOOT, '--image', 'debian-12.qcow2', '--disk', 'data:2',
+        '--network', 'lab=10.80.0.7', '--ssh-key-file', join(files, 'id.pub'), '--user-data-file', join(files, 'user-data'), '--wait')
+      assertSucceeded(created)
+      assert.match(field(created.stdout, 'disks'), /^vda boot 2 GiB from debian-12\.qcow2, ready/)
+      assert.match(created.stdout, /vdb data 2 GiB, ready/)
+      assert.match(field(created.stdout, 'interfaces'), /^eth0 10\.80\.0\.7\/24 on lab, gateway 10\.80\.0\.1, MAC \S+, TAP vmp[0-9a-f]{12}$/)
+      assert.equal(field(created.stdout, 'cloud-init'), '1 SSH key(s), 31 bytes of user-data')
+      await waitUntil('the guest applied cloud-init', async () => (await cli('instances', 'console-log', 'cli-vm')).stdout.includes(`authorized ssh key ${key}`),
+        { timeoutMs: 10_000, intervalMs: 200 })
+
+      assertOneLineError(await cli('networks', 'delete', 'lab'), 1, /network lab still has 1 live interface\(s\).* \(HTTP 409\)$/)
+      assertSucceeded(await cli('instances', 'delete', 'cli-vm', '--grace', '0', '--wait'))
+      assertSucceeded(await cli('networks', 'delete', 'lab'))
+    } finally {
+      await rm(files, { recursive: true, force: true })
+    }
+  })
 })
