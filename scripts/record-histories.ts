@@ -17,6 +17,7 @@ import { instanceWorkflowId, hostWorkflowId } from '../domain/ids.js'
 import { forceStopSignal } from '../workflows/definitions.js'
 import { readStackFile } from './dev-stack/stack-file.js'
 import { stackPaths } from './dev-stack/data-dir.js'
+import { STAND_IN_BASE_IMAGE } from './dev-stack/hypervisor.js'
 import { waitFor } from './dev-stack/wait.js'
 import { REPO_ROOT } from './tools/paths.js'
 import { ensureTemporalTools } from './tools/temporal-tools.js'
@@ -52,8 +53,18 @@ async function settled (id: string, state: string): Promise<void> {
   }, { timeoutMs: 60_000, intervalMs: 100 })
 }
 
+/** An instance as users make them: a boot disk from the stand-in image, a data disk, an interface, cloud-init. */
 async function create (name: string, cmdline: string, start = true, restartPolicy = 'never'): Promise<string> {
-  const { instance } = await call('POST', '/v1/instances', { name, vcpus: 1, memoryMiB: 256, start, restartPolicy, boot: { kernel: 'vmlinux', cmdline } })
+  const { instance } = await call('POST', '/v1/instances', {
+    name,
+    vcpus: 1,
+    memoryMiB: 256,
+    start,
+    restartPolicy,
+    boot: { kernel: 'vmlinux', cmdline },
+    bootDisk: { image: STAND_IN_BASE_IMAGE },
+    dataDisks: [{ name: 'data', sizeGiB: 1 }]
+  })
   await settled(instance.id, start ? 'running' : 'stopped')
   return instance.id
 }

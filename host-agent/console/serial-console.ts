@@ -40,7 +40,8 @@ export class SerialConsole extends EventEmitter<SerialConsoleEvents> {
 
   /** Connects to the VMM's serial socket, and keeps connecting until `stop`. */
   start (): void {
-    if (this.#socket !== null || this.#stopped) return
+    // One connection at most: two would take the VMM's one client place from each other in turn.
+    if (this.#socket !== null || this.#timer !== null || this.#stopped) return
     this.#connect()
   }
 

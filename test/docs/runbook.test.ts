@@ -458,6 +458,29 @@ describe('the operator runbook, docs/operations.md', async () => {
           assert.deepEqual([operation.status, operation.runId], ['succeeded', values['run-id']])
         }
       }
+    ],
+    "An instance's disks, address and console": [
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq '\{disks, interfaces, cloudInit\}'$/,
+        given: async () => { use(await runningInstance(stack, 'runbook-disks')) },
+        check: (output) => includesAll(output, '"location": "disks/', '"state": "ready"', '"image": "debian-12.qcow2"', '"tap": "vmp', '"network": {')
+      },
+      {
+        command: /^qemu-img info -U /,
+        check: (output) => includesAll(output, 'file format: qcow2', 'virtual size: 2 GiB', `backing file: ${stack.dataDir}/storage/images/`)
+      },
+      {
+        command: /^ip -n .* link show type tun$/,
+        check: async (output) => {
+          const { body } = await api(stack).get<{ interfaces: Array<{ tap: string }> }>(`/v1/instances/${values['instance-id']!}`)
+          includesAll(output, `${body.interfaces[0]!.tap}:`, 'master vmplane0', 'UP')
+        }
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id>\/console\/log\?bytes=1024"$/,
+        settles: true,
+        check: (output) => includesAll(output, 'cloud-init: hostname set to runbook-disks', 'runbook-disks login: ')
+      }
     ]
   }
 

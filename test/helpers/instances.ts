@@ -57,6 +57,9 @@ export async function waitForState (stack: TestStack, id: string, state: string,
   return await waitForInstance(stack, id, (i) => i.state === state && i.operation === null, timeoutMs)
 }
 
+/** What makes `newInstance` an instance without disks: booted from its kernel and initramfs alone. */
+export const DISKLESS = { bootDisk: undefined, dataDisks: [] }
+
 /** The live processes of one VMM, found by its API socket inside its host's state directory. */
 export async function vmmProcesses (stack: TestStack, vmm: { id: string, hostId: string }): Promise<number[]> {
   const host = stack.info.hosts.find((h) => h.id === vmm.hostId)
@@ -77,9 +80,9 @@ export async function eventsOf (stack: TestStack, id: string): Promise<EventBody
   return body.items.reverse()
 }
 
-/** Creates an instance with these simulator directives and waits until it runs. */
-export async function runningInstance (stack: TestStack, name: string, cmdline = ''): Promise<InstanceBody> {
-  const created = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', newInstance(name, cmdline))
+/** Creates an instance with these simulator directives (and `body`'s fields) and waits until it runs. */
+export async function runningInstance (stack: TestStack, name: string, cmdline = '', body: Record<string, unknown> = {}): Promise<InstanceBody> {
+  const created = await api(stack).post<{ instance: InstanceBody }>('/v1/instances', { ...newInstance(name, cmdline), ...body })
   if (created.status !== 202) throw new Error(`POST /v1/instances answered ${created.status}: ${JSON.stringify(created.body)}`)
   return await waitForState(stack, created.body.instance.id, 'running')
 }

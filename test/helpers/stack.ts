@@ -13,6 +13,12 @@ import { REPO_ROOT } from '../../scripts/tools/paths.js'
 export { api, freePorts, type ApiResponse, type ComponentName } from '../../scripts/dev-stack/launcher.js'
 export type TestStack = LaunchedStack
 
+/**
+ * The test stacks' storage is sparse files (each instance's 3 GiB take a few hundred KiB), so
+ * it is given room for every instance a test file makes rather than the filesystem's size.
+ */
+const TEST_STACK_ENV = { VMPLANE_STORAGE_GIB: '100000' }
+
 export async function startStack (options: Omit<StackOptions, 'outputDir'> = {}): Promise<TestStack> {
-  return await launchStack({ ...options, outputDir: join(REPO_ROOT, 'test-output', 'stacks') })
+  return await launchStack({ ...options, env: { ...TEST_STACK_ENV, ...options.env }, outputDir: join(REPO_ROOT, 'test-output', 'stacks') })
 }

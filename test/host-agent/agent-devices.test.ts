@@ -170,6 +170,25 @@ describe('devices', () => {
     assert.match(await consoleLog(vmm.id), /web-1 login: root\r\nweb-1 login: $/, 'the log has the session too')
   })
 
+  it('after an agent restart, adopts the VMM and relays its console again; the log goes on', async () => {
+    const devices = newDevices()
+    const vmm = await ensureRunning(devices)
+    await waitForLog(vmm.id, /login: $/)
+    await agent.kill()
+    await agent.start()
+    await agent.waitForState(vmm.id, 'running')
+    const socket = new WebSocket(`${agent.url.replace('http', 'ws')}/v1/vmms/${vmm.id}/console`, { headers: { authorization: `Bearer ${TOKEN}` } })
+    await new Promise((resolve, reject) => { socket.once('open', resolve).once('error', reject) })
+    // The relay reconnects to the VMM's serial socket in the background; type until it echoes.
+    await waitFor('the echo through the restarted agent', async () => {
+      socket.send(Buffer.from('x'))
+      return /web-1 login: x/.test(await consoleLog(vmm.id)) ? true : null
+    }, { timeoutMs: 10_000, intervalMs: 300 })
+    socket.close()
+    const log = await consoleLog(vmm.id)
+    assert.equal(log.match(/cloud-init: hostname set to web-1/g)?.length, 1, 'the log from before the restart is kept, not repeated')
+  })
+
   it('refuses a WebSocket console without the token, and a plain GET of it with 426', async () => {
     const devices = newDevices()
     const vmm = await ensureRunning(devices)

@@ -3,13 +3,14 @@
  * ask what it is doing (`state` query), force it down now (`forceStop`), and fence a host that
  * is gone (`declareHostLost`), whose agent, once heard from again, kills what was fenced. With a
  * host frozen (SIGSTOP), a stop stays `stopping` with `HostUnreachable` — never `stopped` on a
- * guess, never `failed` — and completes when the host returns.
+ * guess, never `failed` — and completes when the host returns. An instance whose disks a VMM on a
+ * host declared lost still holds cannot run a second VMM on them: the disk lock refuses it.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { waitUntil } from '../../scripts/dev-stack/wait.js'
-import { eventsOf, hostOf, runningInstance, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { DISKLESS, eventsOf, hostOf, runningInstance, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { temporalCli, tctl } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
@@ -97,10 +98,11 @@ describe('operator actions', () => {
 
   for (const tool of ['temporal', 'tctl'] as const) {
     it(`declareHostLost with ${tool} fences the host: the stop completes, and the returning agent kills the VMM`, async () => {
-      const instance = await runningInstance(stack, `lost-${tool}`, 'sim.ignore_power_button')
+      // Without disks: what may start elsewhere at once is the next case's subject.
+      const instance = await runningInstance(stack, `lost-${tool}`, 'sim.ignore_power_button', DISKLESS)
       const { hostId } = instance.vmm!
       const agent = `agent-${hostId}`
-      const other = await runningInstance(stack, `bystander-${tool}`)
+      const other = await runningInstance(stack, `bystander-${tool}`, '', DISKLESS)
       await stack.kill(agent, 'SIGSTOP')
       try {
         assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 600 })).status, 202)
@@ -130,4 +132,30 @@ describe('operator actions', () => {
       await waitUntil(`host ${hostId} active again`, async () => (await hostOf(stack, hostId))?.status === 'active', { timeoutMs: 30_000 })
     })
   }
+
+  it("declareHostLost of a host still running an instance's VMM: its disks stay locked, so a start elsewhere fails until that VMM is gone, then starts", async () => {
+    const instance = await runningInstance(stack, 'lost-with-disks', 'sim.ignore_power_button')
+    const { hostId } = instance.vmm!
+    const agent = `agent-${hostId}`
+    await stack.kill(agent, 'SIGSTOP')
+    try {
+      assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 600 })).status, 202)
+      await waitForInstance(stack, instance.id, (i) => i.state === 'stopping')
+      await temporalCli(stack, 'workflow', 'signal', '-w', instanceWorkflowId(instance.id), '--name', 'declareHostLost', '--input', JSON.stringify({ hostId }))
+      await waitForState(stack, instance.id, 'stopped')
+      assert.equal((await vmmProcesses(stack, instance.vmm!)).length, 1, 'the old VMM still runs on the host declared lost, holding its disks')
+      assert.equal((await api(stack).post(`/v1/instances/${instance.id}/start`)).status, 202)
+      const refused = await waitForInstance(stack, instance.id, (i) => i.operation === null && i.lastError?.code === 'BootFailed')
+      assert.equal(refused.state, 'stopped')
+      assert.match(refused.lastError!.message, /Cannot lock images of all block devices/, 'the disk lock keeps a second VMM off the disks')
+    } finally {
+      await stack.kill(agent, 'SIGCONT')
+    }
+    await waitUntil('the returning agent killed the fenced VMM', async () => (await vmmProcesses(stack, instance.vmm!)).length === 0, { timeoutMs: 30_000 })
+    assert.equal((await api(stack).post(`/v1/instances/${instance.id}/start`)).status, 202)
+    const restarted = await waitForState(stack, instance.id, 'running')
+    assert.notEqual(restarted.vmm?.hostId, hostId)
+    await temporalCli(stack, 'workflow', 'signal', '-w', `host-${hostId}`, '--name', 'readmitHost')
+    await waitUntil(`host ${hostId} active again`, async () => (await hostOf(stack, hostId))?.status === 'active', { timeoutMs: 30_000 })
+  })
 })

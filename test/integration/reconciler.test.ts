@@ -2,15 +2,21 @@
  * The reconciler (activities/reconciler.ts) against hand-made orphans: a VMM created on a host
  * agent behind vmplane's back (its instance unknown to PostgreSQL) and a simulator process
  * started in an agent's state layout that no record owns. Neither is touched while younger than
- * the orphan grace period; the next pass after it reaps both and says so.
+ * the orphan grace period; the next pass after it reaps both and says so. Then a TAP no VMM has
+ * (removed at once), and a disk, a seed and a half-made file in the storage that no record owns
+ * (removed once older than the grace period), beside a live instance that keeps its own.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { mkdir } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { mkdir, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { tapNameOf } from '../../domain/interfaces.js'
+import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
+import { runCommand } from '../../host-agent/process/command.js'
 import { SIMULATOR_PATH } from '../../scripts/dev-stack/hypervisor.js'
 import { checkInvariants, violationsOf } from '../../scripts/dev-stack/invariants.js'
 import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
@@ -87,6 +93,35 @@ describe('the reconciler', () => {
     assert.ok(pass.actions.some((a) => a.includes(strayPaths.apiSocket)), pass.actions.join('\n'))
     assert.deepEqual(await findVmmProcesses(orphanDir), [])
     assert.deepEqual(await findVmmProcesses(strayPaths.dir), [])
+    assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
+  })
+
+  it('removes a TAP no VMM has at once, and storage no record owns once older than the grace period; a live instance keeps its own', async () => {
+    const host = stack.info.hosts[0]!
+    const storage = host.storageDir
+    const live = await runningInstance(stack, 'disks-kept-by-reconciler')
+    const orphanTap = tapNameOf(randomUUID())
+    await runCommand('ip', ['-n', host.netns, 'tuntap', 'add', 'dev', orphanTap, 'mode', 'tap'])
+    const orphanDisk = join(storage, diskFileOf({ id: randomUUID() }))
+    const orphanSeed = join(storage, seedFileOf(randomUUID()))
+    const halfMade = join(storage, 'partial', randomUUID())
+    await runCommand('qemu-img', ['create', '-q', '-f', 'raw', orphanDisk, '1G'])
+    for (const file of [orphanSeed, halfMade]) await writeFile(file, 'left behind\n')
+
+    const young = await reconcileNow()
+    assert.equal(young.counts.tapsReaped, 1, `a TAP no VMM has goes at once: ${JSON.stringify(young.counts)}`)
+    assert.equal(young.counts.storageWaiting, 3, 'files younger than the grace period wait')
+    const hourAgo = new Date(Date.now() - 3_600_000)
+    for (const file of [orphanDisk, orphanSeed, halfMade]) await utimes(file, hourAgo, hourAgo)
+
+    const pass = await reconcileNow()
+    assert.deepEqual([pass.counts.disksReaped, pass.counts.seedsReaped, pass.counts.partialFilesReaped], [1, 1, 1], JSON.stringify(pass))
+    for (const file of [orphanDisk, orphanSeed, halfMade]) assert.equal(existsSync(file), false, `${file} removed`)
+    const links = await runCommand('ip', ['-n', host.netns, 'link', 'show'])
+    assert.ok(!links.includes(orphanTap), 'the orphan TAP is gone')
+    const kept = (await api(stack).get<{ disks: Array<{ location: string }>, interfaces: Array<{ tap: string }> }>(`/v1/instances/${live.id}`)).body
+    for (const disk of kept.disks) assert.ok(existsSync(join(storage, disk.location)), `${disk.location} kept`)
+    assert.ok(links.includes(kept.interfaces[0]!.tap), "the live instance's TAP kept")
     assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
   })
 })
