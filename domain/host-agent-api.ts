@@ -177,8 +177,10 @@ export type StorageListing = z.infer<typeof storageListingSchema>
 
 export const diskParamsSchema = z.strictObject({ id: z.uuid() })
 export const seedParamsSchema = z.strictObject({ instanceId: z.uuid() })
-/** Partial files are named by a UUID the agent chose. */
-export const partialParamsSchema = z.strictObject({ name: z.uuid() })
+/** Partial files are named by the host making them and a UUID it chose: `host-1.<uuid>`. */
+export const partialParamsSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'must be a partial file the agent named: <host>.<uuid>')
+})
 export const removedSchema = z.object({ removed: z.boolean() })
 
 /** A TAP device vmplane made on the host, and the live VMM whose it is (null: an orphan). */

@@ -48,7 +48,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const cloudHypervisor = await findExecutable(config.cloudHypervisor)
   log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir, storageDir: config.storageDir, netns: config.netns }, 'host agent starting')
   const images = new ImageResolver(config.imageDir)
-  const storage = new InstanceStorage(config.storageDir, images)
+  const storage = new InstanceStorage(config.storageDir, config.hostId, images)
   await storage.init()
   const taps = new TapDevices(config.netns, config.bridge)
   await taps.checkBridge().catch((err: Error) => { throw new StartupError(err.message) })

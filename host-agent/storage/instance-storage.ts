@@ -13,11 +13,13 @@
  *   seeds/<instanceId>.img the instance's NoCloud seed (cloud-init-seed.ts)
  *   images/<sha256>.<fmt>  base images imported from a host's image directory, by content: the
  *                          overlays' backing files, the same on every host and never changed
- *   partial/               files being made; each is linked into place once complete
+ *   partial/<host>.<uuid>  files being made, by which host; each is linked into place once complete
  *
  * Making is idempotent and atomic: a file that exists is complete and is used as it is; a new
  * one is made under `partial/` and linked into place, so a crash leaves at most a partial
- * file, which the reconciler reaps after the orphan grace, never a half-made disk in use.
+ * file, never a half-made disk in use. A restarted agent removes its own partial files (none of
+ * them can be in progress); the reconciler reaps any other after the orphan grace (a host that
+ * never came back).
  * Removing is idempotent too. The control plane removes an instance's disks and seed only once
  * the instance is deleted and every VMM of it is confirmed gone.
  */
@@ -61,15 +63,19 @@ export class InstanceStorage {
   readonly imagesDir: string
   readonly partialDir: string
 
-  constructor (readonly dir: string, private readonly images: ImageResolver) {
+  constructor (readonly dir: string, private readonly hostId: string, private readonly images: ImageResolver) {
     this.disksDir = join(dir, 'disks')
     this.seedsDir = join(dir, 'seeds')
     this.imagesDir = join(dir, 'images')
     this.partialDir = join(dir, 'partial')
   }
 
+  /** Makes the directories, and removes the files this host left half-made when it last stopped. */
   async init (): Promise<void> {
     for (const sub of [this.disksDir, this.seedsDir, this.imagesDir, this.partialDir]) await mkdir(sub, { recursive: true, mode: 0o700 })
+    for (const file of await listFiles(this.partialDir)) {
+      if (file.name.startsWith(`${this.hostId}.`)) await rm(join(this.partialDir, file.name), { force: true })
+    }
   }
 
   /** The size of the filesystem the storage directory is on, in whole GiB. */
@@ -160,7 +166,7 @@ export class InstanceStorage {
    * another agent made the same file meanwhile, theirs stays (and may already be in use).
    */
   async #make (path: string, make: (partial: string) => Promise<void>): Promise<void> {
-    const partial = join(this.partialDir, randomUUID())
+    const partial = join(this.partialDir, `${this.hostId}.${randomUUID()}`)
     try {
       await make(partial)
       await link(partial, path).catch((err: NodeJS.ErrnoException) => {

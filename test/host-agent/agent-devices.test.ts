@@ -6,7 +6,8 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { stat } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { WebSocket } from 'ws'
@@ -187,6 +188,17 @@ describe('devices', () => {
     socket.close()
     const log = await consoleLog(vmm.id)
     assert.equal(log.match(/cloud-init: hostname set to web-1/g)?.length, 1, 'the log from before the restart is kept, not repeated')
+  })
+
+  it('removes the files it left half-made when it restarts, and leaves another host\'s alone', async () => {
+    const own = join(agent.storageDir, 'partial', `host-test.${randomUUID()}`)
+    const other = join(agent.storageDir, 'partial', `host-other.${randomUUID()}`)
+    for (const file of [own, other]) await writeFile(file, 'half made\n')
+    await agent.kill()
+    await agent.start()
+    assert.equal(existsSync(own), false, 'its own partial file is gone')
+    assert.equal(existsSync(other), true, "another host's is left to the reconciler")
+    await rm(other)
   })
 
   it('refuses a WebSocket console without the token, and a plain GET of it with 426', async () => {

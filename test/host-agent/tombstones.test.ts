@@ -69,7 +69,7 @@ describe('tombstones', () => {
         serialLogBytes: 1024
       },
       store,
-      devices: new VmmDevices(images, new InstanceStorage(join(dir.dir, 'storage'), images), new TapDevices(null, 'vmplane0')),
+      devices: new VmmDevices(images, new InstanceStorage(join(dir.dir, 'storage'), 'host-test', images), new TapDevices(null, 'vmplane0')),
       log: pino({ level: 'silent' }),
       onChange: () => {},
       onKill: () => {}

@@ -104,7 +104,7 @@ describe('the reconciler', () => {
     await runCommand('ip', ['-n', host.netns, 'tuntap', 'add', 'dev', orphanTap, 'mode', 'tap'])
     const orphanDisk = join(storage, diskFileOf({ id: randomUUID() }))
     const orphanSeed = join(storage, seedFileOf(randomUUID()))
-    const halfMade = join(storage, 'partial', randomUUID())
+    const halfMade = join(storage, 'partial', `host-gone.${randomUUID()}`)
     await runCommand('qemu-img', ['create', '-q', '-f', 'raw', orphanDisk, '1G'])
     for (const file of [orphanSeed, halfMade]) await writeFile(file, 'left behind\n')
 
