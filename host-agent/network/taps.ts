@@ -35,11 +35,6 @@ export class TapDevices {
 
   constructor (readonly netns: string | null, readonly bridge: string) {}
 
-  /** The command line that runs a program inside the host's network namespace. */
-  get enterCommand (): string[] {
-    return this.netns === null ? [] : ['ip', 'netns', 'exec', this.netns]
-  }
-
   /** Checks the bridge exists in the namespace (at start-up, so a mistake shows at once). */
   async checkBridge (): Promise<void> {
     const links = await this.#links(['show', 'dev', this.bridge]).catch(() => [])

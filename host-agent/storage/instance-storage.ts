@@ -27,32 +27,17 @@ import { randomUUID } from 'node:crypto'
 import { constants } from 'node:fs'
 import { copyFile, link, mkdir, readdir, rm, stat, statfs } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { CloudInit, VmmDisk, VmmInterface } from '../../domain/host-agent-api.js'
+import type { CloudInit, StorageListing, VmmDisk, VmmInterface } from '../../domain/host-agent-api.js'
 import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { crashPoint } from '../../faults/crash-points.js'
+import type { ResolvedDisk } from '../cloud-hypervisor/vm-config.js'
 import type { ImageResolver } from '../images.js'
 import { buildSeed } from './cloud-init-seed.js'
 import { createOverlay, createRaw } from './qemu-img.js'
 
 const GIB = 1024 ** 3
 
-export interface PreparedDisk {
-  path: string
-  imageType: 'Qcow2' | 'Raw'
-  readonly: boolean
-}
-
-export interface StoredFile {
-  name: string
-  bytes: number
-  modifiedAt: string
-}
-
-export interface StorageListing {
-  disks: Array<StoredFile & { diskId: string }>
-  seeds: Array<StoredFile & { instanceId: string }>
-  partial: StoredFile[]
-}
+type StoredFile = StorageListing['partial'][number]
 
 const DISK_FILE = /^([0-9a-f-]{36})\.(qcow2|raw)$/
 const SEED_FILE = /^([0-9a-f-]{36})\.img$/
@@ -97,9 +82,9 @@ export class InstanceStorage {
   }
 
   /** The disk, made if it is missing. */
-  async ensureDisk (disk: VmmDisk): Promise<PreparedDisk> {
+  async ensureDisk (disk: VmmDisk): Promise<ResolvedDisk> {
     const path = this.diskPath(disk)
-    const prepared: PreparedDisk = { path, imageType: disk.image === undefined ? 'Raw' : 'Qcow2', readonly: false }
+    const prepared: ResolvedDisk = { path, imageType: disk.image === undefined ? 'Raw' : 'Qcow2', readonly: false }
     if (await this.hasDisk(disk)) return prepared
     const sizeBytes = disk.sizeGiB * GIB
     if (disk.image === undefined) {
@@ -113,7 +98,7 @@ export class InstanceStorage {
   }
 
   /** The instance's seed, made if it is missing; read-only to the guest. */
-  async ensureSeed (instanceId: string, cloudInit: CloudInit, interfaces: readonly VmmInterface[]): Promise<PreparedDisk> {
+  async ensureSeed (instanceId: string, cloudInit: CloudInit, interfaces: readonly VmmInterface[]): Promise<ResolvedDisk> {
     const path = this.seedPath(instanceId)
     if (!await exists(path)) {
       await this.#make(path, async (partial) => { await buildSeed(partial, instanceId, cloudInit, interfaces) })
