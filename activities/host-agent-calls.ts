@@ -135,6 +135,7 @@ export function toReport (view: VmmView, hostId: string): VmmReport {
     observedAt: view.updatedAt,
     reason: view.reason,
     exit: view.exit,
-    unresponsiveSince: view.unresponsiveSince
+    unresponsiveSince: view.unresponsiveSince,
+    migration: view.migration
   }
 }

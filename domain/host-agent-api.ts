@@ -8,6 +8,8 @@
  *   PUT    /v1/vmms/:id               ensure the VMM exists: record, spawn, create, boot (idempotent)
  *   POST   /v1/vmms/:id/power-button  ACPI power button; with a deadline, re-pressed until it, then killed
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
+ *   POST   /v1/vmms/:id/migration/send    send the VM to a migration's target (idempotent on the migration)
+ *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
  *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
  *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
@@ -19,7 +21,7 @@ import {
 } from './limits.js'
 import { urlInteger } from '../http/url-integer.js'
 import type { HostImage } from './host.js'
-import { VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
+import { MIGRATION_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
 export const imageNameSchema = z.string().max(LIMITS.imageNameMaxLength).regex(IMAGE_NAME_PATTERN, IMAGE_NAME_RULE)
 
@@ -79,11 +81,19 @@ export const vmmSpecSchema = z.strictObject({
 })
 export type VmmSpec = z.infer<typeof vmmSpecSchema>
 
+/**
+ * Makes the VMM a live migration's target: it starts empty and receives the VM instead of
+ * booting one. Its devices must already exist (the disks in the shared storage, the seed), except
+ * its TAPs, which the agent makes with the names the source's VM config carries.
+ */
+export const incomingMigrationSchema = z.strictObject({ migrationId: z.uuid() })
+
 export const ensureVmmRequestSchema = z.strictObject({
   instanceId: z.uuid(),
   /** The instance's name, for logs and the VMM's record; not used to find anything. */
   instanceName: z.string().regex(INSTANCE_NAME_PATTERN).max(LIMITS.nameMaxLength),
-  spec: vmmSpecSchema
+  spec: vmmSpecSchema,
+  incoming: incomingMigrationSchema.optional()
 })
 export type EnsureVmmRequest = z.infer<typeof ensureVmmRequestSchema>
 
@@ -96,6 +106,33 @@ export const powerButtonRequestSchema = z.strictObject({
   deadline: z.iso.datetime({ offset: true }).optional()
 })
 export type PowerButtonRequest = z.infer<typeof powerButtonRequestSchema>
+
+/** The `unix:<absolute path>` and `tcp:<host>:<port>` URLs Cloud Hypervisor migrates over. */
+export const MIGRATION_URL_PATTERN = /^(unix:\/[^\0]{1,200}|tcp:[A-Za-z0-9.:[\]-]{1,100}:\d{1,5})$/
+
+export const sendMigrationRequestSchema = z.strictObject({
+  migrationId: z.uuid(),
+  /** The target's `receiverUrl`. */
+  destinationUrl: z.string().regex(MIGRATION_URL_PATTERN, 'must be unix:<absolute path> or tcp:<host>:<port>'),
+  /** The pause Cloud Hypervisor aims for at the end of precopy (its `downtime_ms`). */
+  downtimeMs: z.number().int().min(1).max(60_000),
+  /** Cloud Hypervisor's own bound on the whole migration (`timeout_s`, cancel strategy). */
+  timeoutS: z.number().int().min(1).max(86_400)
+})
+export type SendMigrationRequest = z.infer<typeof sendMigrationRequestSchema>
+
+export const cancelMigrationRequestSchema = z.strictObject({ migrationId: z.uuid() })
+export type CancelMigrationRequest = z.infer<typeof cancelMigrationRequestSchema>
+
+export const vmmMigrationSchema = z.object({
+  id: z.uuid(),
+  role: z.enum(['source', 'target']),
+  phase: z.enum(MIGRATION_PHASES),
+  receiverUrl: z.string().nullable(),
+  iterations: z.number().int().nonnegative(),
+  progressAt: z.string(),
+  reason: z.string().nullable()
+})
 
 export const vmmIdParamsSchema = z.strictObject({ id: z.uuid() })
 
@@ -120,7 +157,9 @@ export const vmmViewSchema = z.object({
   exit: vmmExitSchema.nullable(),
   stopDeadline: z.string().nullable(),
   /** Set while the VMM's API does not answer but its process lives: a condition, not death. */
-  unresponsiveSince: z.string().nullable()
+  unresponsiveSince: z.string().nullable(),
+  /** The VMM's half of a live migration (domain/vmm.ts `VmmMigration`), if it has one. */
+  migration: vmmMigrationSchema.nullable()
 })
 export type VmmView = z.infer<typeof vmmViewSchema>
 

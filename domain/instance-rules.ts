@@ -49,6 +49,14 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
         error: { code: 'VmmVanished', message: 'the VMM process disappeared while its host agent was down; exit status unknown' },
         message: 'VMM vanished'
       }
+    case 'migrated':
+      // The instance's record still names this VMM, so the migration's commit was not recorded:
+      // its target was killed (cancelled or stopped) as the VM arrived there.
+      return {
+        state: 'failed',
+        error: { code: 'MigrationLost', message: 'the VM left this VMM by live migration, and the migration\'s target was killed as it took over' },
+        message: 'VM migrated away without a target to run it'
+      }
     case 'crashed':
       return {
         state: 'failed',

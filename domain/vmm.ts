@@ -39,7 +39,12 @@ export const VMM_EXIT_CAUSES = [
   /** The VM could not be created or booted. */
   'boot-failed',
   /** The process is gone and how it ended is not known (it died while the agent was down). */
-  'vanished'
+  'vanished',
+  /**
+   * The VM left by live migration: the process exited 0 after `migration-finished`, having
+   * handed the VM over to the migration's target.
+   */
+  'migrated'
 ] as const
 export type VmmExitCause = (typeof VMM_EXIT_CAUSES)[number]
 
@@ -47,6 +52,40 @@ export interface VmmExit {
   cause: VmmExitCause
   code: number | null
   signal: string | null
+}
+
+/** Which half of a live migration a VMM is. */
+export type MigrationRole = 'source' | 'target'
+
+/**
+ * How far a VMM's half of a live migration has got, as its agent saw it in the VMM's events
+ * (`../shared/reference/cloud-hypervisor-notes.md` §6):
+ * - target: `preparing` (recorded, the empty VMM starting), `ready` (`migration-receive-ready`:
+ *   it listens at `receiverUrl`), `receiving` (`migration-receive-started`), `finished`
+ *   (`migration-receive-finished` or the 204 of `vm.receive-migration`: the commit point, the VM
+ *   runs here now) or `failed` (the receive failed or was cancelled; the VMM is killed, as a
+ *   target VMM is single-use);
+ * - source: `sending` (`vm.send-migration` recorded, then issued), `finished` (`migration-finished`:
+ *   the process exits 0 next) or `failed` (`migration-failed`, or the send was refused: the VM
+ *   runs on here).
+ */
+export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed'] as const
+export type MigrationPhase = (typeof MIGRATION_PHASES)[number]
+
+/** A VMM's half of a live migration, owned and reported by that VMM's agent. */
+export interface VmmMigration {
+  /** The migration's ID: the ID of the migrate operation. */
+  id: string
+  role: MigrationRole
+  phase: MigrationPhase
+  /** Target: where the VMM listens for the source, chosen and recorded before it listens. */
+  receiverUrl: string | null
+  /** Source: precopy memory iterations sent so far (`migration-memory-iteration`). */
+  iterations: number
+  /** When the phase or the iterations last moved: what a progress timeout measures. */
+  progressAt: string
+  /** Why the half failed, for people. */
+  reason: string | null
 }
 
 /** A VMM as the host agent reports it. */
@@ -63,6 +102,8 @@ export interface VmmReport {
   exit: VmmExit | null
   /** Set while the VMM's API does not answer though its process lives: a condition, not death. */
   unresponsiveSince: string | null
+  /** The VMM's half of a live migration, if it has one (absent from agents older than migration). */
+  migration?: VmmMigration | null
 }
 
 /** Describes an exit for events and errors, e.g. "exited with code 3" or "killed by SIGSEGV". */

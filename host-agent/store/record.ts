@@ -7,7 +7,7 @@
  * the last one Temporal accepted. The gap between them is the report outbox (reports/outbox.ts).
  */
 import { z } from 'zod'
-import { vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
+import { vmmMigrationSchema, vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
 import { VMM_EXIT_CAUSES, VMM_STATES, type VmmReport } from '../../domain/vmm.js'
 
 const exitSchema = z.object({
@@ -43,7 +43,9 @@ export const agentVmmRecordSchema = z.object({
   stopDeadline: z.string().nullable(),
   unresponsiveSince: z.string().nullable(),
   destroyRequested: z.boolean(),
-  pendingKill: pendingKillSchema.nullable()
+  pendingKill: pendingKillSchema.nullable(),
+  /** The VMM's half of a live migration; records written before migration existed have none. */
+  migration: vmmMigrationSchema.nullable().default(null)
 })
 export type AgentVmmRecord = z.infer<typeof agentVmmRecordSchema>
 export type PendingKill = z.infer<typeof pendingKillSchema>
@@ -63,7 +65,8 @@ export function toView (record: AgentVmmRecord, hostId: string): VmmView {
     reason: record.reason,
     exit: record.exit,
     stopDeadline: record.stopDeadline,
-    unresponsiveSince: record.unresponsiveSince
+    unresponsiveSince: record.unresponsiveSince,
+    migration: record.migration
   }
 }
 
@@ -77,6 +80,7 @@ export function toReport (record: AgentVmmRecord, hostId: string): VmmReport {
     observedAt: record.updatedAt,
     reason: record.reason,
     exit: record.exit,
-    unresponsiveSince: record.unresponsiveSince
+    unresponsiveSince: record.unresponsiveSince,
+    migration: record.migration
   }
 }

@@ -270,7 +270,8 @@ export class Supervisor {
       stopDeadline: null,
       unresponsiveSince: null,
       destroyRequested: false,
-      pendingKill: null
+      pendingKill: null,
+      migration: null
     }
     try {
       await store.createDir(id)

@@ -123,7 +123,8 @@ describe('agent restart', () => {
         stopDeadline: null,
         unresponsiveSince: null,
         destroyRequested: false,
-        pendingKill: null
+        pendingKill: null,
+        migration: null
       }
       await mkdir(join(agent.vmmsDir, id), { recursive: true })
       await writeFile(join(agent.vmmsDir, id, 'record.json'), JSON.stringify(record))

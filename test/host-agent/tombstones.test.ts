@@ -37,7 +37,8 @@ function destroyedRecord (reportedGeneration: number): AgentVmmRecord {
     stopDeadline: null,
     unresponsiveSince: null,
     destroyRequested: true,
-    pendingKill: null
+    pendingKill: null,
+    migration: null
   }
 }
 
