@@ -23,6 +23,19 @@ export interface EnsureVmmInput extends VmmTarget {
   instanceId: string
   instanceName: string
   spec: VmmSpec
+  /** Set for a live migration's target: it receives the VM instead of booting one. */
+  incoming?: { migrationId: string }
+}
+
+export interface SendMigrationInput extends VmmTarget {
+  migrationId: string
+  destinationUrl: string
+  downtimeMs: number
+  timeoutS: number
+}
+
+export interface CancelMigrationInput extends VmmTarget {
+  migrationId: string
 }
 
 export interface PowerButtonInput extends VmmTarget {
@@ -67,7 +80,8 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
       const view = await onAgent(deps, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
-        spec: input.spec
+        spec: input.spec,
+        ...(input.incoming === undefined ? {} : { incoming: input.incoming })
       }))
       crashPoint('ensure.after-agent')
       return toReport(view, input.hostId)
@@ -82,6 +96,24 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
     async rebootVmm (input: VmmTarget): Promise<VmmReport> {
       const view = await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId))
       crashPoint('reboot.after-agent')
+      return toReport(view, input.hostId)
+    },
+
+    /** Has the source VMM send its VM to the target's receiver; idempotent on the migration. */
+    async sendMigration (input: SendMigrationInput): Promise<VmmReport> {
+      const { hostId, vmmId, ...request } = input
+      const view = await onAgent(deps, hostId, (url) => client.sendMigration(url, vmmId, request))
+      crashPoint('send.after-agent')
+      return toReport(view, hostId)
+    },
+
+    /**
+     * Kills a migration's target unless it has finished receiving: the answer shows which (its
+     * half `finished`: committed after all; otherwise the VMM is gone).
+     */
+    async cancelIncomingMigration (input: CancelMigrationInput): Promise<VmmReport> {
+      const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
+      crashPoint('cancel.after-agent')
       return toReport(view, input.hostId)
     },
 

@@ -10,20 +10,22 @@
 import { z } from 'zod'
 import {
   agentErrorSchema,
-  baseImageListSchema,
-  removedSchema,
-  storageListingSchema,
-  strayListSchema,
-  tapListSchema,
-  vmmListSchema,
-  vmmViewSchema,
   type BaseImage,
+  baseImageListSchema,
+  type CancelMigrationRequest,
   type EnsureVmmRequest,
   type PowerButtonRequest,
+  removedSchema,
+  type SendMigrationRequest,
   type StorageListing,
+  storageListingSchema,
+  strayListSchema,
   type StrayView,
+  tapListSchema,
   type TapView,
-  type VmmView
+  vmmListSchema,
+  type VmmView,
+  vmmViewSchema
 } from '../domain/host-agent-api.js'
 import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
 
@@ -58,6 +60,14 @@ export class HostAgentClient {
 
   async rebootVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
     return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/reboot`, {}, vmmViewSchema)
+  }
+
+  async sendMigration (agentUrl: string, vmmId: string, request: SendMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/send`, request, vmmViewSchema)
+  }
+
+  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
   }
 
   async listStrays (agentUrl: string): Promise<StrayView[]> {

@@ -5,6 +5,7 @@
 import type { Pool } from '../db/pool.js'
 import type { HostAnnouncement } from '../domain/host.js'
 import type { RestartBackoff } from '../domain/instance-rules.js'
+import type { MigrationSettings } from '../domain/migration.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { HostAgentClient } from './host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
@@ -23,6 +24,8 @@ export interface OperationSettings extends RestartBackoff {
   hostUnreachableAfterMs: number
   /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
   orphanGraceMs: number
+  /** Absent in histories recorded before live migration existed, whose executions never migrate. */
+  migration: MigrationSettings
 }
 
 export interface ActivityDependencies {

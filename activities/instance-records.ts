@@ -28,6 +28,7 @@ import { insertInstance } from '../db/instances.js'
 import { crashPoint } from '../faults/crash-points.js'
 import type { EventKind } from '../domain/event.js'
 import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
+import type { MigrationStatus } from '../domain/migration.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import type { NewInstance } from '../domain/requests.js'
 import type { VmmRecord, VmmReport } from '../domain/vmm.js'
@@ -69,12 +70,26 @@ export interface ChangeEvent {
   vmmId?: string | null
 }
 
+/**
+ * A step of a live migration (workflows/migrate.ts). The first one, `reserving`, names the source;
+ * the target is named by its placement. The phase only moves forward and, once over, stays.
+ */
+export interface MigrationUpdate {
+  id: string
+  phase: MigrationStatus
+  reason?: string | null
+  /** The first update's: where the VM is, and the host the request named. */
+  source?: { vmmId: string, hostId: string, requestedHostId: string | null }
+  cancelRequested?: boolean
+}
+
 export interface InstanceChange extends ChangeEvent {
   instanceId: string
   /** What the change decides (domain/decisions.ts); a change whose key is recorded was made. */
   decision: string
   set?: InstanceFields
   operation?: OperationUpdate
+  migration?: MigrationUpdate
   /** VMM reports received since the execution's last write, applied first. */
   observations?: VmmReport[]
 }
@@ -137,6 +152,7 @@ class InsertRefused extends Error {}
 export async function recordInstanceChange (pool: Pool, change: InstanceChange): Promise<ChangeResult> {
   const result = await inTransaction(pool, async (tx) => await applyInstanceChange(tx, change))
   crashPoint('change.after-commit', change.kind)
+  if (change.migration?.phase === 'committed') crashPoint('migrate.after-commit')
   return result
 }
 
@@ -151,6 +167,7 @@ export async function applyInstanceChange (tx: PoolClient, change: InstanceChang
   if (!madeBefore) {
     if (locked.rows[0].destroyed_at === null) await updateInstance(tx, change)
     if (change.operation !== undefined) await upsertOperation(tx, change.instanceId, change.operation)
+    if (change.migration !== undefined) await upsertMigration(tx, change.instanceId, change.migration)
     await appendEvent(tx, { ...change, eventId, operationId: change.operation?.id ?? null })
   }
   const snapshot = await readSnapshot(tx, change.instanceId)
@@ -234,5 +251,41 @@ async function upsertOperation (tx: PoolClient, instanceId: string, op: Operatio
        finished_at = EXCLUDED.finished_at
      WHERE operations.finished_at IS NULL`,
     [op.id, instanceId, op.kind, op.status, op.error == null ? null : JSON.stringify(op.error), op.workflowId, op.runId, finished]
+  )
+}
+
+/** The phases in the order a migration goes through them; the four last are its ends. */
+const MIGRATION_ORDER = "ARRAY['reserving', 'preparing', 'sending', 'committed', 'succeeded', 'failed', 'cancelled', 'aborted']"
+
+/**
+ * Records a migration's step: inserted at its first (`reserving`, naming the source), then moved
+ * forward only, and never once it is over, so a late or repeated step cannot undo a later one.
+ */
+async function upsertMigration (tx: PoolClient, instanceId: string, update: MigrationUpdate): Promise<void> {
+  const over = ['succeeded', 'failed', 'cancelled', 'aborted'].includes(update.phase)
+  await tx.query(
+    `INSERT INTO migrations (id, instance_id, source_vmm_id, source_host_id, requested_host_id, phase, reason,
+                             cancel_requested_at, committed_at, finished_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $8 THEN now() END, CASE WHEN $6 = 'committed' THEN now() END, CASE WHEN $9 THEN now() END)
+     ON CONFLICT (id) DO UPDATE SET
+       phase = EXCLUDED.phase,
+       reason = COALESCE(EXCLUDED.reason, migrations.reason),
+       cancel_requested_at = COALESCE(migrations.cancel_requested_at, EXCLUDED.cancel_requested_at),
+       committed_at = COALESCE(migrations.committed_at, EXCLUDED.committed_at),
+       finished_at = EXCLUDED.finished_at,
+       updated_at = now()
+     WHERE migrations.finished_at IS NULL
+       AND array_position(${MIGRATION_ORDER}, EXCLUDED.phase) >= array_position(${MIGRATION_ORDER}, migrations.phase)`,
+    [
+      update.id,
+      instanceId,
+      update.source?.vmmId ?? null,
+      update.source?.hostId ?? null,
+      update.source?.requestedHostId ?? null,
+      update.phase,
+      update.reason ?? null,
+      update.cancelRequested === true,
+      over
+    ]
   )
 }

@@ -30,6 +30,18 @@ export interface PlacementRequest {
   change: InstanceChange
   /** A change to record first, in the same transaction (the operation's start). */
   before?: InstanceChange
+  /**
+   * Set when the VMM is a live migration's target: it is recorded as the migration's target and
+   * does not become the instance's active VMM (that happens at the commit point).
+   */
+  migrationTarget?: MigrationTarget
+}
+
+export interface MigrationTarget {
+  migrationId: string
+  /** The host the request named; null: any host but the source's. */
+  onlyHostId: string | null
+  excludeHostId: string
 }
 
 export type PlacementResult =
@@ -55,13 +67,17 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
       hostId = await reserveHost(tx, vmmId, instanceId, request)
     }
     if (hostId === null) {
-      const reason = `no active host has ${request.vcpus} vCPUs and ${request.memoryMiB} MiB free${await imageNeeded(tx, instanceId)}`
+      const reason = `no ${hostsConsidered(request.migrationTarget)} has ${request.vcpus} vCPUs and ${request.memoryMiB} MiB free${await imageNeeded(tx, instanceId)}`
       return { placed: false, code: 'NoCapacity', reason, snapshot: await snapshotOf(tx, instanceId) }
+    }
+    const target = request.migrationTarget
+    if (target !== undefined) {
+      await tx.query('UPDATE migrations SET target_vmm_id = $2, target_host_id = $3, updated_at = now() WHERE id = $1', [target.migrationId, vmmId, hostId])
     }
     const placed = await applyInstanceChange(tx, {
       ...request.change,
       vmmId,
-      set: { ...request.change.set, activeVmmId: vmmId },
+      set: target === undefined ? { ...request.change.set, activeVmmId: vmmId } : request.change.set,
       details: { ...request.change.details, hostId },
       message: `${request.change.message} ${vmmId} on ${hostId}`
     })
@@ -71,7 +87,15 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
   return result
 }
 
-/** Chooses a host with room and reserves it for the VMM; null when no host has room. */
+function hostsConsidered (target: MigrationTarget | undefined): string {
+  if (target === undefined) return 'active uncordoned host'
+  return target.onlyHostId !== null ? `host ${target.onlyHostId} that is active and uncordoned` : `active uncordoned host other than ${target.excludeHostId}`
+}
+
+/**
+ * Chooses a host with room and reserves it for the VMM; null when no host has room. A cordoned
+ * host takes nothing new; a migration's target is on another host than its source.
+ */
 async function reserveHost (tx: PoolClient, vmmId: string, instanceId: string, request: PlacementRequest): Promise<string | null> {
   // Locking the active hosts serialises placements, so two can't both take the last room.
   await tx.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id FOR UPDATE")
@@ -83,14 +107,15 @@ async function reserveHost (tx: PoolClient, vmmId: string, instanceId: string, r
             h.vcpus - COALESCE(sum(r.vcpus), 0) AS free_vcpus,
             h.memory_mib - COALESCE(sum(r.memory_mib), 0) AS free_memory_mib
        FROM hosts h LEFT JOIN reservations r ON r.host_id = h.id
-      WHERE h.status = 'active'
+      WHERE h.status = 'active' AND h.cordoned_at IS NULL
+        AND ($2::text IS NULL OR h.id = $2) AND ($3::text IS NULL OR h.id <> $3)
         AND NOT EXISTS (
           SELECT 1 FROM disks d
            WHERE d.instance_id = $1 AND d.image IS NOT NULL AND d.made_at IS NULL AND d.destroyed_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM host_images hi WHERE hi.host_id = h.id AND hi.name = d.image AND hi.sha256 = d.image_sha256))
       GROUP BY h.id
       ORDER BY h.id`,
-    [instanceId]
+    [instanceId, request.migrationTarget?.onlyHostId ?? null, request.migrationTarget?.excludeHostId ?? null]
   )
   const fitting = rows.filter((h) => h.free_vcpus >= request.vcpus && h.free_memory_mib >= request.memoryMiB)
   if (fitting.length === 0) return null
@@ -140,6 +165,7 @@ async function applyObservation (tx: PoolClient, instanceId: string, report: Vmm
   const { rows } = await tx.query(
     `UPDATE vmms v SET
         state = $3, generation = $2, reason = $4, exit = $5, unresponsive_since = $6,
+        migration = CASE WHEN $8 THEN $9::jsonb ELSE migration END,
         destroyed_at = CASE WHEN $7 THEN COALESCE(destroyed_at, now()) END,
         running_since = CASE WHEN $3 = 'running' THEN COALESCE(running_since, now()) ELSE running_since END,
         updated_at = now()
@@ -153,7 +179,9 @@ async function applyObservation (tx: PoolClient, instanceId: string, report: Vmm
       report.reason,
       report.exit === null ? null : JSON.stringify(report.exit),
       report.unresponsiveSince,
-      terminal
+      terminal,
+      report.migration !== undefined,
+      report.migration == null ? null : JSON.stringify(report.migration)
     ]
   )
   if (rows.length === 0) {

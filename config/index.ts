@@ -125,6 +125,9 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_RESTART_RESET_SECONDS: seconds.default(600),
       VMPLANE_RECONCILE_SECONDS: seconds.default(30),
       VMPLANE_ORPHAN_GRACE_SECONDS: seconds.default(120),
+      VMPLANE_MIGRATION_PROGRESS_TIMEOUT_SECONDS: seconds.default(150),
+      VMPLANE_MIGRATION_SECONDS_PER_GIB: seconds.default(800),
+      VMPLANE_MIGRATION_DOWNTIME_MS: z.coerce.number().int().min(1).max(60_000).default(300),
       VMPLANE_WORKER_METRICS_HOST: z.string().default('127.0.0.1'),
       VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT)
     }),
@@ -153,6 +156,15 @@ export function workerConfig (env: Env = process.env) {
     reconcileEveryMs: w.VMPLANE_RECONCILE_SECONDS * 1000,
     /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
     orphanGraceMs: w.VMPLANE_ORPHAN_GRACE_SECONDS * 1000,
+    /**
+     * When a live migration gives up (KubeVirt's progressTimeout and completionTimeoutPerGiB,
+     * with its defaults), and the pause Cloud Hypervisor aims for at its end.
+     */
+    migration: {
+      progressTimeoutMs: w.VMPLANE_MIGRATION_PROGRESS_TIMEOUT_SECONDS * 1000,
+      completionMsPerGiB: w.VMPLANE_MIGRATION_SECONDS_PER_GIB * 1000,
+      downtimeMs: w.VMPLANE_MIGRATION_DOWNTIME_MS
+    },
     /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
     metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),

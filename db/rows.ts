@@ -48,7 +48,7 @@ export function toInstance (row: Row): Instance {
 }
 
 export const VMM_COLUMNS = `v.id, v.instance_id, v.host_id, v.state, v.generation, v.reason, v.exit,
-  v.unresponsive_since, v.running_since, v.created_at, v.updated_at, v.destroyed_at`
+  v.unresponsive_since, v.running_since, v.migration, v.created_at, v.updated_at, v.destroyed_at`
 
 export function toVmm (row: Row): VmmRecord {
   return {
@@ -61,6 +61,7 @@ export function toVmm (row: Row): VmmRecord {
     exit: row.exit,
     unresponsiveSince: row.unresponsive_since,
     runningSince: row.running_since,
+    migration: row.migration,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     destroyedAt: row.destroyed_at

@@ -20,6 +20,8 @@ export const decisionKeys = {
   placed: (operationId: string) => `operation/${operationId}/placed`,
   /** A reboot whose VM did not come back turned to replacing the VMM. */
   replacing: (operationId: string) => `operation/${operationId}/replacing`,
+  /** A migration took a step (target-ready, sending, committed, source-gone, cancelling). */
+  migrationStep: (operationId: string, step: string) => `operation/${operationId}/migration/${step}`,
   /** The halt that began with this stop or delete brought the instance to rest. */
   halted: (operationId: string) => `operation/${operationId}/halted`,
   /** The instance took in the end of its VMM when no operation did. */

@@ -11,7 +11,9 @@ export const EVENT_KINDS = [
   'vmm-placed',
   'vmm-observed',
   /** A condition began or ended: the host unreachable or back, the VMM unresponsive or back. */
-  'condition-changed'
+  'condition-changed',
+  /** A live migration took a step: its target ready, sending, committed, the source gone. */
+  'migration-step'
 ] as const
 export type EventKind = (typeof EVENT_KINDS)[number]
 

@@ -14,6 +14,8 @@ export const INSTANCE_STATES = [
   'stopping',
   'stopped',
   'rebooting',
+  /** Its VM moves to another host by live migration; it runs throughout. */
+  'migrating',
   'failed',
   'destroyed'
 ] as const

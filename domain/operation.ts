@@ -2,11 +2,11 @@
  * Operations: a user's request to change an instance, and its recorded outcome (I5).
  *
  * Every operation runs inside a workflow execution with the instance's workflow ID. A stop or
- * delete that arrives while a create, start or reboot runs preempts it: the running execution
+ * delete that arrives while a create, start, reboot or migrate runs preempts it: the running execution
  * switches to the stop path, and the preempted operation ends `superseded`.
  */
 
-export const OPERATION_KINDS = ['create', 'start', 'stop', 'reboot', 'delete'] as const
+export const OPERATION_KINDS = ['create', 'start', 'stop', 'reboot', 'delete', 'migrate'] as const
 export type OperationKind = (typeof OPERATION_KINDS)[number]
 
 export const OPERATION_STATUSES = ['running', 'succeeded', 'failed', 'superseded'] as const
@@ -31,5 +31,5 @@ export interface Operation {
 
 /** Operations that a stop or delete preempts rather than waits for. */
 export function isPreemptible (kind: OperationKind): boolean {
-  return kind === 'create' || kind === 'start' || kind === 'reboot'
+  return kind === 'create' || kind === 'start' || kind === 'reboot' || kind === 'migrate'
 }

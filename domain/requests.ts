@@ -52,6 +52,13 @@ export interface RebootRequest extends OperationRequestBase {
   kind: 'reboot'
 }
 
+/** Live migration of a running instance to another host (workflows/migrate.ts). */
+export interface MigrateRequest extends OperationRequestBase {
+  kind: 'migrate'
+  /** The host to migrate to; absent: placement chooses one other than the source's. */
+  targetHostId?: string
+}
+
 export interface StopRequest extends OperationRequestBase {
   kind: 'stop'
   /** Seconds from `requestedAt` the guest gets to power off before its VMM is killed. */
@@ -65,8 +72,10 @@ export interface DeleteRequest extends OperationRequestBase {
   graceSeconds: number
 }
 
-export type OperationRequest = CreateRequest | StartRequest | RebootRequest | StopRequest | DeleteRequest
+export type OperationRequest = CreateRequest | StartRequest | RebootRequest | MigrateRequest | StopRequest | DeleteRequest
 export type HaltRequest = StopRequest | DeleteRequest
+/** The requests an execution that only takes in reports may be handed, to run next. */
+export type HandoffRequest = StartRequest | RebootRequest | MigrateRequest
 /** The requests that boot a VMM. */
 export type BootRequest = CreateRequest | StartRequest | RebootRequest
 

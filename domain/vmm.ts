@@ -126,6 +126,8 @@ export interface VmmRecord {
   unresponsiveSince: string | null
   /** When the VMM first reported running. */
   runningSince: string | null
+  /** The VMM's half of a live migration, as its agent last reported it. */
+  migration: VmmMigration | null
   createdAt: string
   updatedAt: string
   destroyedAt: string | null
@@ -165,6 +167,7 @@ export function withReport (known: VmmRecord, report: VmmReport): VmmRecord | nu
     reason: report.reason,
     exit: report.exit,
     unresponsiveSince: report.unresponsiveSince,
+    migration: report.migration === undefined ? known.migration : report.migration,
     runningSince: report.state === 'running' ? known.runningSince ?? report.observedAt : known.runningSince,
     updatedAt: report.observedAt,
     destroyedAt: terminal ? known.destroyedAt ?? report.observedAt : null

@@ -27,8 +27,14 @@ export const CRASH_POINTS = [
   'reboot.after-agent',
   /** Worker: the agent killed and cleaned up a VMM. */
   'destroy.after-agent',
+  /** Worker: the source's agent issued a migration's send. */
+  'send.after-agent',
+  /** Worker: the target's agent cancelled a migration (or found it committed). */
+  'cancel.after-agent',
   /** Worker: an instance change (state, event, operation) committed. */
   'change.after-commit',
+  /** Worker: a migration's commit (the target made the active VMM) committed. */
+  'migrate.after-commit',
   /** Agent: a new VMM's record is on disk; its process is not spawned yet. */
   'agent.ensure.after-record',
   /** Agent: a new VMM's process is spawned; the VM is not booted yet. */

@@ -58,7 +58,8 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
           restartBackoffMs: config.restartBackoffMs,
           restartBackoffMaxMs: config.restartBackoffMaxMs,
           restartResetMs: config.restartResetMs,
-          orphanGraceMs: config.orphanGraceMs
+          orphanGraceMs: config.orphanGraceMs,
+          migration: config.migration
         }
       })
     })

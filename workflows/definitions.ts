@@ -10,7 +10,7 @@ import type { HostAnnouncement } from '../domain/host.js'
 import type { InstanceState } from '../domain/instance.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { OperationKind } from '../domain/operation.js'
-import type { HaltRequest, OperationRequest, RebootRequest, StartRequest } from '../domain/requests.js'
+import type { HaltRequest, HandoffRequest, OperationRequest } from '../domain/requests.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { HostIdKey, InstanceIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 
@@ -21,10 +21,12 @@ export const WORKFLOW_TYPES = {
   stop: 'stopInstance',
   reboot: 'rebootInstance',
   delete: 'deleteInstance',
+  migrate: 'migrateInstance',
   reports: 'applyVmmReports',
   host: 'monitorHost',
+  drain: 'drainHost',
   reconcile: 'reconcile'
-} as const satisfies Record<OperationKind | 'reports' | 'host' | 'reconcile', string>
+} as const satisfies Record<OperationKind | 'reports' | 'host' | 'drain' | 'reconcile', string>
 
 /** The Temporal Schedule that runs the reconciler; the worker creates or updates it at start. */
 export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
@@ -66,6 +68,7 @@ function summaryOf (request: OperationRequest, name: string): string {
     case 'create': return `create ${name}${request.start ? ' and start it' : ''}`
     case 'stop':
     case 'delete': return `${request.kind} ${name} (grace ${request.graceSeconds} s)`
+    case 'migrate': return `migrate ${name}${request.targetHostId === undefined ? '' : ` to ${request.targetHostId}`}`
     default: return `${request.kind} ${name}`
   }
 }
@@ -101,10 +104,17 @@ export function reportDelivery (report: VmmReport, taskQueue: string) {
 export const haltRequestedSignal = defineSignal<[HaltRequest]>('haltRequested')
 
 /**
- * A start or reboot handed to the execution that is applying host reports, which runs it next
- * (by continuing as new) instead of making the user's request fail with a conflict.
+ * A start, reboot or migrate handed to the execution that is applying host reports, which runs it
+ * next (by continuing as new) instead of making the user's request fail with a conflict.
  */
-export const operationRequestedSignal = defineSignal<[StartRequest | RebootRequest]>('operationRequested')
+export const operationRequestedSignal = defineSignal<[HandoffRequest]>('operationRequested')
+
+/**
+ * Cancel the instance's live migration before its commit point (workflows/migrate.ts): its
+ * target is killed and the VM stays on the source. Too late once the target has the VM: the
+ * migration then completes. Ignored when the named migration is not the one running.
+ */
+export const cancelMigrationSignal = defineSignal<[{ migrationId: string, requestedBy: string }]>('cancelMigration')
 
 /**
  * Operator: stop the instance now, killing its VMM without waiting for the guest. A stop with a

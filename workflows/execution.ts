@@ -48,19 +48,21 @@ import {
   workflowInfo
 } from '@temporalio/workflow'
 import type { SearchAttributePair } from '@temporalio/common'
-import type { ChangeEvent, ChangeResult, InstanceChange, InstanceFields, InstanceSnapshot } from '../activities/instance-records.js'
+import type { ChangeEvent, ChangeResult, InstanceChange, InstanceFields, InstanceSnapshot, MigrationUpdate } from '../activities/instance-records.js'
+import type { MigrationTarget } from '../activities/vmm-records.js'
 import type { OperationSettings } from '../activities/index.js'
 import { decisionKeys } from '../domain/decisions.js'
 import type { Instance, InstanceError } from '../domain/instance.js'
 import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
-import type { HaltRequest, NewInstance, OperationRequest, RebootRequest, StartRequest } from '../domain/requests.js'
+import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest, StartRequest } from '../domain/requests.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents, reads, records } from './activities.js'
 import { awaitRestart } from './auto-restart.js'
 import { create } from './create.js'
 import {
   WORKFLOW_TYPES,
+  cancelMigrationSignal,
   declareHostLostSignal,
   forceStopSignal,
   haltRequestedSignal,
@@ -71,6 +73,7 @@ import {
 import { halt } from './halt.js'
 import { HaltBook } from './halts.js'
 import { recordOperationOutcome } from './metrics.js'
+import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 import { start } from './start.js'
@@ -82,6 +85,7 @@ export interface ChangeInput extends ChangeEvent {
   decision: string
   set?: Omit<InstanceFields, 'lastError'> & { lastError?: Omit<InstanceError, 'at'> | null }
   operation?: { request: OperationRequest, status: OperationStatus, error?: OperationError | null }
+  migration?: MigrationUpdate
 }
 
 export type Placement = { vmmId: string, hostId: string } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
@@ -93,9 +97,11 @@ export class InstanceExecution {
   readonly halts = new HaltBook()
   private bodyScope: CancellationScope | null = null
   private current: OperationRequest | null = null
-  /** A start or reboot handed over to run next; later ones while it waits are refused. */
-  private handoff: StartRequest | RebootRequest | null = null
-  private readonly refusedHandoffs: Array<StartRequest | RebootRequest> = []
+  /** A start, reboot or migrate handed over to run next; later ones while it waits are refused. */
+  private handoff: HandoffRequest | null = null
+  private readonly refusedHandoffs: HandoffRequest[] = []
+  /** Cancels of live migrations received, by migration ID: who asked. */
+  private readonly migrationCancels = new Map<string, string>()
   /** A halt cut this execution's operation short, so this execution runs the halt itself. */
   private preempted = false
   /** An operation or a halt runs: it records the reports it needs to (`waitFor`), not the pump. */
@@ -112,6 +118,9 @@ export class InstanceExecution {
     setHandler(vmmReportSignal, (report) => { this.vmms.take(report) })
     setHandler(haltRequestedSignal, (request) => { this.receiveHalt(request) })
     setHandler(operationRequestedSignal, (request) => { this.receiveHandoff(request) })
+    setHandler(cancelMigrationSignal, ({ migrationId, requestedBy }) => {
+      if (!this.migrationCancels.has(migrationId)) this.migrationCancels.set(migrationId, requestedBy)
+    })
     setHandler(forceStopSignal, (input) => {
       this.receiveHalt({
         kind: 'stop',
@@ -190,6 +199,11 @@ export class InstanceExecution {
     return this.vmms.isRunning(vmmId)
   }
 
+  /** Who asked to cancel the migration, if anyone has. */
+  cancelOf (migrationId: string): string | null {
+    return this.migrationCancels.get(migrationId) ?? null
+  }
+
   /** Takes in an agent's answer exactly like a report it sent. */
   observe (report: VmmReport | null): void {
     if (report !== null) this.vmms.take(report)
@@ -213,14 +227,20 @@ export class InstanceExecution {
 
   /**
    * Places the operation's new VMM (its ID named by the operation, a host, a reservation) and
-   * makes it the active one, in one write; `before` is recorded in the same transaction.
+   * makes it the active one, in one write; `before` is recorded in the same transaction. A live
+   * migration's target is placed as the migration's, and does not become active.
    */
-  async placeVmm (request: OperationRequest, before?: ChangeInput): Promise<Placement> {
+  async placeVmm (request: OperationRequest, before?: ChangeInput, migrationTarget?: MigrationTarget): Promise<Placement> {
     const { vcpus, memoryMiB } = this.instance
     const result = await this.write(() => {
       const first = before === undefined ? undefined : this.toChange(before)
-      const change = this.toChange({ decision: decisionKeys.placed(request.operationId), kind: 'vmm-placed', message: 'placed VMM' })
-      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first })
+      const change = this.toChange({
+        decision: decisionKeys.placed(request.operationId),
+        kind: 'vmm-placed',
+        message: migrationTarget === undefined ? 'placed VMM' : 'placed the migration\'s target VMM',
+        ...(migrationTarget === undefined ? {} : { migration: { id: migrationTarget.migrationId, phase: 'preparing' as const } })
+      })
+      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget })
     })
     this.adopt(result.snapshot)
     if (!result.placed) return { code: result.code, reason: result.reason }
@@ -286,6 +306,7 @@ export class InstanceExecution {
             workflowId: info.workflowId,
             runId: info.runId
           },
+      migration: input.migration,
       observations: this.vmms.takeUnrecorded()
     }
   }
@@ -327,7 +348,7 @@ export class InstanceExecution {
   }
 
   /** signalWithStart delivers a request to the execution it starts too: that one is `first`. */
-  private receiveHandoff (request: StartRequest | RebootRequest): void {
+  private receiveHandoff (request: HandoffRequest): void {
     const known = [this.first, this.handoff, ...this.refusedHandoffs].some((r) => r?.operationId === request.operationId)
     if (known) return
     if (this.handoff === null) this.handoff = request
@@ -369,6 +390,7 @@ export class InstanceExecution {
       case 'create': return await create(this, request)
       case 'start': return await start(this, request)
       case 'reboot': return await reboot(this, request)
+      case 'migrate': return await migrate(this, request)
     }
   }
 
@@ -380,7 +402,9 @@ export class InstanceExecution {
       decision: decisionKeys.finished(request.operationId),
       kind: 'operation-finished',
       message,
-      operation: { request, status: 'superseded', error: { code: 'Superseded', message } }
+      operation: { request, status: 'superseded', error: { code: 'Superseded', message } },
+      // Its VMMs are the halt's to stop now: the target too, which is a live VMM of the instance.
+      ...(request.kind === 'migrate' ? { migration: { id: request.operationId, phase: 'aborted' as const, reason: message } } : {})
     })
   }
 

@@ -3,6 +3,7 @@ export {
   applyVmmReports,
   createInstance,
   deleteInstance,
+  migrateInstance,
   rebootInstance,
   startInstance,
   stopInstance

@@ -3,7 +3,7 @@
  * `execution.ts` for how they share that ID). The type an execution starts as only decides its
  * first operation: any of them takes reports, halts and hand-overs the same way.
  */
-import type { CreateRequest, DeleteRequest, HaltRequest, RebootRequest, StartRequest, StopRequest } from '../domain/requests.js'
+import type { CreateRequest, DeleteRequest, HaltRequest, MigrateRequest, RebootRequest, StartRequest, StopRequest } from '../domain/requests.js'
 import type { ApplyReportsInput } from './definitions.js'
 import { InstanceExecution } from './execution.js'
 
@@ -26,6 +26,11 @@ export async function rebootInstance (request: RebootRequest): Promise<void> {
 
 export async function deleteInstance (request: DeleteRequest, ...alsoHalts: HaltRequest[]): Promise<void> {
   await new InstanceExecution(request.instanceId, request).run(undefined, alsoHalts)
+}
+
+/** Live migration to another host (migrate.ts). */
+export async function migrateInstance (request: MigrateRequest): Promise<void> {
+  await new InstanceExecution(request.instanceId, request).run()
 }
 
 /** Started by a host report when no operation is running: takes in reports and settles. */

@@ -7,9 +7,9 @@
  * (activities/instance-records.ts), or on its own when nothing else is to be written; the
  * execution ends only once every report it received is recorded (I5).
  *
- * A report that changes neither the VMM's state nor its responsiveness (a VMM known to be starting
- * says it is starting, with a new reason) is "insignificant": an operation waiting for something
- * else lets it wait for the next write instead of writing it alone.
+ * A report that changes neither the VMM's state, its responsiveness nor its migration's progress
+ * (a VMM known to be starting says it is starting, with a new reason) is "insignificant": an
+ * operation waiting for something else lets it wait for the next write instead of writing it alone.
  */
 import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 
@@ -25,7 +25,7 @@ export class VmmBook {
     const next = known === undefined ? null : withReport(known, report)
     if (known === undefined || next === null) return
     this.records.set(next.id, next)
-    if (next.state !== known.state || next.unresponsiveSince !== known.unresponsiveSince) this.significant = true
+    if (next.state !== known.state || next.unresponsiveSince !== known.unresponsiveSince || movedMigration(known, next)) this.significant = true
   }
 
   /** Takes in a record read from PostgreSQL, unless memory already holds a newer one. */
@@ -71,4 +71,9 @@ export class VmmBook {
     this.significant = false
     return this.unrecorded.splice(0)
   }
+}
+
+/** A migration's half took a step or sent a memory iteration: its progress shows at once. */
+function movedMigration (known: VmmRecord, next: VmmRecord): boolean {
+  return next.migration?.phase !== known.migration?.phase || next.migration?.iterations !== known.migration?.iterations
 }

@@ -9,10 +9,11 @@ import { randomUUID } from 'node:crypto'
 import type { OperationSettings } from '../../activities/index.js'
 import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../../activities/instance-records.js'
 import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
-import type { EnsureVmmInput, PowerButtonInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { CancelMigrationInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
-import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
+import type { MigrationStatus } from '../../domain/migration.js'
+import { isTerminalVmmState, withReport, type MigrationPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
 
 export const TEST_SETTINGS: OperationSettings = {
   bootTimeoutMs: 3000,
@@ -22,7 +23,8 @@ export const TEST_SETTINGS: OperationSettings = {
   orphanGraceMs: 60_000,
   restartBackoffMs: 10_000,
   restartBackoffMaxMs: 60_000,
-  restartResetMs: 600_000
+  restartResetMs: 600_000,
+  migration: { progressTimeoutMs: 2000, completionMsPerGiB: 20_000, downtimeMs: 300 }
 }
 
 /** How a scripted agent answers a call about a VMM. */
@@ -35,6 +37,8 @@ export class WorkflowWorld {
   readonly events: Array<{ instanceId: string, decision: string, message: string }> = []
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
+  /** Each migration's phases, in the order they were recorded, and its target. */
+  readonly migrations = new Map<string, { phases: MigrationStatus[], targetVmmId: string | null, cancelRequested: boolean }>()
   /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
@@ -42,8 +46,12 @@ export class WorkflowWorld {
   hostHasRoom = true
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
   afterDecision: (decision: string) => Promise<void> = async () => {}
-  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm', AgentAnswer> = {
+  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm' | 'sendMigration' | 'cancelIncomingMigration', AgentAnswer> = {
     ensureVmm: (vmm) => this.report(vmm, 'starting'),
+    sendMigration: (vmm) => this.report(vmm, vmm.state, null, this.half(vmm, 'source', 'sending')),
+    cancelIncomingMigration: (vmm) => vmm.migration?.phase === 'finished'
+      ? this.report(vmm, vmm.state, null, vmm.migration)
+      : this.report(vmm, 'destroyed', { cause: 'killed', code: null, signal: 'SIGKILL' }, this.half(vmm, 'target', 'failed')),
     describeVmm: (vmm) => this.report(vmm, vmm.state),
     destroyVmm: (vmm) => this.report(vmm, 'destroyed', { cause: 'killed', code: null, signal: 'SIGKILL' }),
     pressPowerButton: (vmm) => this.report(vmm, 'stopping'),
@@ -52,12 +60,26 @@ export class WorkflowWorld {
 
   /** The last generation each VMM's agent gave out: an agent's generations only grow. */
   private readonly agentGenerations = new Map<string, number>()
+  /** What each VMM's agent said last: what it says again when asked. */
+  private readonly lastReports = new Map<string, VmmReport>()
+
+  /** The agent's last word on the VMM, said again (at a new generation) when it is asked. */
+  reportAgain (vmm: VmmRecord): VmmReport {
+    const last = this.lastReports.get(vmm.id)
+    return last === undefined ? this.report(vmm, vmm.state) : this.report(vmm, last.state, last.exit, last.migration)
+  }
+
+  /** The migration half a VMM's agent would report: of the instance's running migration. */
+  half (vmm: VmmRecord, role: MigrationRole, phase: MigrationPhase, iterations = vmm.migration?.iterations ?? 0): VmmMigration {
+    const id = [...this.migrations.entries()].find(([, m]) => m.targetVmmId === vmm.id)?.[0] ?? vmm.migration?.id ?? [...this.migrations.keys()].at(-1)!
+    return { id, role, phase, receiverUrl: role === 'target' ? `unix:/tmp/${id}.sock` : null, iterations, progressAt: new Date().toISOString(), reason: phase === 'failed' ? `${role} failed` : null }
+  }
 
   /** A report of the VMM at its agent's next generation, as its agent would send it. */
-  report (vmm: VmmRecord, state: VmmState, exit: VmmReport['exit'] = null): VmmReport {
+  report (vmm: VmmRecord, state: VmmState, exit: VmmReport['exit'] = null, migration?: VmmMigration | null): VmmReport {
     const generation = Math.max(vmm.generation, this.agentGenerations.get(vmm.id) ?? 0) + 1
     this.agentGenerations.set(vmm.id, generation)
-    return {
+    const report: VmmReport = {
       vmmId: vmm.id,
       instanceId: vmm.instanceId,
       hostId: vmm.hostId,
@@ -66,8 +88,11 @@ export class WorkflowWorld {
       observedAt: new Date().toISOString(),
       reason: state,
       exit,
-      unresponsiveSince: null
+      unresponsiveSince: null,
+      ...(migration === undefined ? {} : { migration })
     }
+    this.lastReports.set(vmm.id, report)
+    return report
   }
 
   addInstance (id: string, spec: NewInstance, state: Instance['state'] = 'creating'): void {
@@ -92,6 +117,13 @@ export class WorkflowWorld {
       updatedAt: now,
       destroyedAt: null
     })
+  }
+
+  /** host-1 for a start; a migration's target goes to the host asked for, or host-2. */
+  private hostFor (request: PlacementRequest): string {
+    const target = request.migrationTarget
+    if (target === undefined) return 'host-1'
+    return target.onlyHostId ?? (target.excludeHostId === 'host-2' ? 'host-1' : 'host-2')
   }
 
   snapshot (instanceId: string): InstanceSnapshot | null {
@@ -131,12 +163,20 @@ export class WorkflowWorld {
         if (destroyed === true) instance.destroyedAt = new Date().toISOString()
         instance.generation++
       }
+      if (change.migration !== undefined) this.recordMigration(change.migration)
       const op = change.operation
       if (op !== undefined && this.operations.get(op.id)?.status !== 'succeeded' && this.operations.get(op.id)?.status !== 'failed') {
         this.operations.set(op.id, { status: op.status, error: op.error ?? null })
       }
     }
     return { snapshot: this.snapshot(change.instanceId)!, vmms, madeBefore }
+  }
+
+  private recordMigration (update: NonNullable<InstanceChange['migration']>): void {
+    const known = this.migrations.get(update.id) ?? { phases: [], targetVmmId: null, cancelRequested: false }
+    known.phases.push(update.phase)
+    if (update.cancelRequested === true) known.cancelRequested = true
+    this.migrations.set(update.id, known)
   }
 
   private agentCall (name: keyof WorkflowWorld['agent'], target: VmmTarget): VmmReport | null {
@@ -168,12 +208,16 @@ export class WorkflowWorld {
           if (!this.hostHasRoom) return { placed: false, code: 'NoCapacity', reason: 'no active host has room', snapshot: this.snapshot(instanceId)! }
           const now = new Date().toISOString()
           this.vmms.set(vmmId, {
-            id: vmmId, instanceId, hostId: 'host-1', state: 'starting', generation: 0, reason: null, exit: null, unresponsiveSince: null, runningSince: null, createdAt: now, updatedAt: now, destroyedAt: null
+            id: vmmId, instanceId, hostId: this.hostFor(request), state: 'starting', generation: 0, reason: null, exit: null, unresponsiveSince: null, runningSince: null, migration: null, createdAt: now, updatedAt: now, destroyedAt: null
           })
         }
-        const placed = this.apply({ ...request.change, vmmId, set: { ...request.change.set, activeVmmId: vmmId } })
-        return { placed: true, vmmId, hostId: 'host-1', snapshot: placed.snapshot }
+        const target = request.migrationTarget
+        if (target !== undefined) this.migrations.get(target.migrationId)!.targetVmmId = vmmId
+        const placed = this.apply({ ...request.change, vmmId, set: target === undefined ? { ...request.change.set, activeVmmId: vmmId } : request.change.set })
+        return { placed: true, vmmId, hostId: this.vmms.get(vmmId)!.hostId, snapshot: placed.snapshot }
       },
+      sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
+      cancelIncomingMigration: async (input: CancelMigrationInput) => this.agentCall('cancelIncomingMigration', input),
       ensureVmm: async (input: EnsureVmmInput) => this.agentCall('ensureVmm', input),
       describeVmm: async (input: VmmTarget) => this.agentCall('describeVmm', input),
       destroyVmm: async (input: VmmTarget) => this.agentCall('destroyVmm', input),

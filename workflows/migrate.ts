@@ -1,0 +1,396 @@
+/**
+ * Theory of operation: live migration.
+ *
+ * A migration moves a running instance's VM from its active VMM (the source) to a new VMM on
+ * another host (the target) with Cloud Hypervisor's precopy live migration
+ * (`../shared/reference/cloud-hypervisor-notes.md` §6, §9). It is an operation of the instance,
+ * run under `instance-<id>` like any other (execution.ts), so nothing else changes the instance
+ * meanwhile (I4), and a stop or delete preempts it.
+ *
+ * 1. Begin: the migration's record (its ID is the operation's) names the source; the instance
+ *    reads `migrating`.
+ * 2. Reserve: the target VMM (its ID named by the operation's placement decision), its host and
+ *    its reservation, in one write. The instance's active VMM stays the source.
+ * 3. Prepare and start the target: its agent finds the disks and the seed in the shared storage
+ *    (the paths the VM config in the migration stream names), makes the TAPs (the same names: they
+ *    derive from the interfaces' IDs), starts an empty VMM and issues `vm.receive-migration` on a
+ *    connection of its own; it reports `ready` with the URL it listens at, chosen and recorded
+ *    before it listens.
+ * 4. Send: the source's agent issues `vm.send-migration`; the source's memory iterations arrive
+ *    as reports, recorded as they come: they are the progress.
+ * 5. Commit: the target reporting its half `finished` (`migration-receive-finished`, or the 204
+ *    of its receive) is the commit point: the VM runs there now. The next write makes the target
+ *    the active VMM and the migration `committed`, in one transaction, before anything else is
+ *    done. Then the source must be confirmed gone: it exits 0 after `migration-finished`, or it
+ *    is killed (were the final acknowledgement lost, both sides would resume: the target wins).
+ * 6. Before the commit point, on failure, cancel or timeout: the target is cancelled. Its agent
+ *    kills it unless it has finished receiving, in which case the migration commits after all (a
+ *    cancel that comes too late loses nothing). Then the source is confirmed running (its send
+ *    fails once the target is gone, and the VM resumes there), and the operation fails with the
+ *    instance `running` on the source.
+ *
+ * Timeouts follow KubeVirt: the migration is cancelled after `progressTimeoutMs` without
+ * progress (a new phase on either side, or a memory iteration), or after `completionMsPerGiB`
+ * per GiB of the VM's memory in all (domain/migration.ts).
+ *
+ * A source that exits having handed the VM over (`migrated`) means the target acknowledged the
+ * final state: the target is then waited for, never cancelled. Should it be gone too, the VM is
+ * lost with it, and the instance fails (instance-rules.ts, `MigrationLost`), from its disks its
+ * restart policy may start it again.
+ *
+ * A stop or delete preempts the migration: the migration is recorded `aborted` with the
+ * operation superseded, and the halt stops every live VMM of the instance, the target with the
+ * source, kills each at the deadline, and records the instance stopped only once both are
+ * confirmed gone (omicron #8755, #11107).
+ */
+import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { decisionKeys } from '../domain/decisions.js'
+import { completionTimeoutMs, type MigrationStatus } from '../domain/migration.js'
+import { vmmSpecOf } from '../domain/instance.js'
+import type { MigrateRequest } from '../domain/requests.js'
+import { isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
+import { agents } from './activities.js'
+import type { ChangeInput, InstanceExecution } from './execution.js'
+import { describeFailure } from './start.js'
+import { destroyOnHost } from './vmm-actions.js'
+
+/** After the commit point, how long the source has to exit by itself before it is killed. */
+const SOURCE_EXIT_WAIT_MS = 10_000
+/** After the target is killed, how long the source has to report its send failed before it is asked. */
+const SOURCE_SETTLE_WAIT_MS = 30_000
+
+interface Failure {
+  status: Extract<MigrationStatus, 'failed' | 'cancelled'>
+  code: string
+  message: string
+}
+
+/** How the transfer ended: the target has the VM, or not (and why). */
+type Ending = { committed: true } | { committed: false, failure: Failure }
+
+export async function migrate (execution: InstanceExecution, request: MigrateRequest): Promise<void> {
+  const source = execution.activeVmm()
+  const state = execution.instance.state
+  if (source === null || source.state !== 'running' || state !== 'running') {
+    await refuse(execution, request, `cannot migrate an instance that is ${state}`)
+    return
+  }
+  if (request.targetHostId === source.hostId) {
+    await refuse(execution, request, `the instance already runs on host ${source.hostId}`)
+    return
+  }
+  await new Migration(execution, request, source).run()
+}
+
+async function refuse (execution: InstanceExecution, request: MigrateRequest, message: string): Promise<void> {
+  await execution.change({
+    decision: decisionKeys.finished(request.operationId),
+    kind: 'operation-finished',
+    message,
+    operation: { request, status: 'failed', error: { code: 'Conflict', message } }
+  })
+}
+
+class Migration {
+  private target: { vmmId: string, hostId: string } | null = null
+  private sendIssued = false
+  private progressMark = ''
+  private progressAt = Date.now()
+  private readonly startedAt = Date.now()
+
+  constructor (
+    private readonly execution: InstanceExecution,
+    private readonly request: MigrateRequest,
+    private readonly source: VmmRecord
+  ) {}
+
+  private get id (): string {
+    return this.request.operationId
+  }
+
+  async run (): Promise<void> {
+    await this.begin()
+    const placement = await this.reserve()
+    if ('reason' in placement) {
+      await this.fail({ status: 'failed', code: placement.code, message: placement.reason })
+      return
+    }
+    this.target = placement
+    const ending = await this.transfer()
+    if (ending.committed) {
+      await this.commit()
+      return
+    }
+    await this.abandon(ending.failure)
+  }
+
+  // --- steps 1 and 2 -------------------------------------------------------------------------
+
+  private async begin (): Promise<void> {
+    const to = this.request.targetHostId === undefined ? '' : ` to ${this.request.targetHostId}`
+    this.execution.enterPhase('reserving', `from ${this.source.hostId}${to}`)
+    await this.execution.change({
+      decision: decisionKeys.started(this.id),
+      kind: 'operation-started',
+      message: `migration requested from ${this.source.hostId}${to}`,
+      vmmId: this.source.id,
+      set: { state: 'migrating' },
+      operation: { request: this.request, status: 'running' },
+      migration: {
+        id: this.id,
+        phase: 'reserving',
+        source: { vmmId: this.source.id, hostId: this.source.hostId, requestedHostId: this.request.targetHostId ?? null }
+      }
+    })
+  }
+
+  private async reserve (): ReturnType<InstanceExecution['placeVmm']> {
+    return await this.execution.placeVmm(this.request, undefined, {
+      migrationId: this.id,
+      onlyHostId: this.request.targetHostId ?? null,
+      excludeHostId: this.source.hostId
+    })
+  }
+
+  // --- steps 3 and 4 -------------------------------------------------------------------------
+
+  /** Starts the target, sends once it is ready, and follows both sides until an ending. */
+  private async transfer (): Promise<Ending> {
+    const target = this.target!
+    this.execution.enterPhase('preparing', `target VMM ${target.vmmId} on ${target.hostId}`)
+    let refused: string | null = null
+    const ensure = CancellationScope.cancellable(async () => {
+      const { id: instanceId, name: instanceName } = this.execution.instance
+      this.execution.observe(await agents.ensureVmm({
+        hostId: target.hostId,
+        vmmId: target.vmmId,
+        instanceId,
+        instanceName,
+        spec: vmmSpecOf(this.execution.instance),
+        incoming: { migrationId: this.id }
+      }))
+    })
+    ensure.catch((err: unknown) => { refused = describeFailure(err) })
+
+    for (;;) {
+      const ending = this.ending(refused)
+      if (ending !== null) return ending
+      if (!this.sendIssued && this.targetReady()) {
+        await this.send()
+        continue
+      }
+      this.noteProgress()
+      const moved = await this.execution.waitFor(
+        () => this.ending(refused) !== null || (!this.sendIssued && this.targetReady()) || this.progressChanged(),
+        this.msUntilGivingUp()
+      )
+      if (!moved && this.msUntilGivingUp() <= 0) return { committed: false, failure: this.timedOut() }
+    }
+  }
+
+  private async send (): Promise<void> {
+    const target = this.half(this.target!.vmmId)!
+    const receiverUrl = target.receiverUrl!
+    this.execution.enterPhase('sending', `to ${this.target!.hostId}`)
+    await this.step('sending', 'sending', `target VMM ready on ${this.target!.hostId} at ${receiverUrl}; sending the VM`)
+    const timeoutS = Math.ceil(completionTimeoutMs(this.execution.settings.migration, this.execution.instance.memoryMiB) / 1000)
+    this.execution.observe(await agents.sendMigration({
+      hostId: this.source.hostId,
+      vmmId: this.source.id,
+      migrationId: this.id,
+      destinationUrl: receiverUrl,
+      downtimeMs: this.execution.settings.migration.downtimeMs,
+      timeoutS
+    }))
+    this.sendIssued = true
+  }
+
+  /** What ends the transfer, from what both sides reported, or null while it goes on. */
+  private ending (refused: string | null): Ending | null {
+    const target = this.execution.vmm(this.target!.vmmId)
+    const source = this.execution.vmm(this.source.id)
+    if (target?.migration?.id === this.id && target.migration.phase === 'finished') return { committed: true }
+    // The source handed the VM over: the target acknowledged it, and is waited for (commit).
+    if (source?.exit?.cause === 'migrated') return { committed: true }
+    const requestedBy = this.execution.cancelOf(this.id)
+    if (requestedBy !== null) return this.failed('cancelled', 'MigrationCancelled', `cancelled by ${requestedBy}`)
+    if (refused !== null) return this.failed('failed', 'MigrationFailed', `the target's host refused it: ${refused}`)
+    if (target !== null && (isTerminalVmmState(target.state) || target.migration?.phase === 'failed')) {
+      return this.failed('failed', 'MigrationFailed', `the target VMM failed: ${target.migration?.reason ?? target.reason ?? target.state}`)
+    }
+    if (source !== null && isTerminalVmmState(source.state)) {
+      return this.failed('failed', 'MigrationFailed', `the source VMM ended during the migration: ${source.reason ?? source.state}`)
+    }
+    const sent = source?.migration?.id === this.id ? source.migration : null
+    if (this.sendIssued && sent?.phase === 'failed') return this.failed('failed', 'MigrationFailed', `the send failed: ${sent.reason ?? 'no reason given'}`)
+    return null
+  }
+
+  private failed (status: Failure['status'], code: string, message: string): Ending {
+    return { committed: false, failure: { status, code, message } }
+  }
+
+  private targetReady (): boolean {
+    const phase = this.half(this.target!.vmmId)?.phase
+    return phase === 'ready' || phase === 'receiving'
+  }
+
+  /** A VMM's half of this migration, as its agent last reported it. */
+  private half (vmmId: string): VmmRecord['migration'] {
+    const migration = this.execution.vmm(vmmId)?.migration ?? null
+    return migration?.id === this.id ? migration : null
+  }
+
+  // --- timeouts --------------------------------------------------------------------------------
+
+  /** What counts as progress: a new phase on either side, or a memory iteration sent. */
+  private progress (): string {
+    const target = this.half(this.target!.vmmId)
+    const source = this.half(this.source.id)
+    return `${target?.phase ?? '-'}/${source?.phase ?? '-'}/${source?.iterations ?? 0}`
+  }
+
+  private progressChanged (): boolean {
+    return this.progress() !== this.progressMark
+  }
+
+  private noteProgress (): void {
+    const mark = this.progress()
+    if (mark === this.progressMark) return
+    this.progressMark = mark
+    this.progressAt = Date.now()
+    const iterations = this.half(this.source.id)?.iterations ?? 0
+    if (this.sendIssued) this.execution.enterPhase('sending', `to ${this.target!.hostId}, ${iterations} memory iteration(s)`)
+  }
+
+  private msUntilGivingUp (): number {
+    const settings = this.execution.settings.migration
+    const noProgressAt = this.progressAt + settings.progressTimeoutMs
+    const overAt = this.startedAt + completionTimeoutMs(settings, this.execution.instance.memoryMiB)
+    return Math.min(noProgressAt, overAt) - Date.now()
+  }
+
+  private timedOut (): Failure {
+    const settings = this.execution.settings.migration
+    const message = Date.now() >= this.progressAt + settings.progressTimeoutMs
+      ? `no progress for ${settings.progressTimeoutMs / 1000} s`
+      : `not complete within ${completionTimeoutMs(settings, this.execution.instance.memoryMiB) / 1000} s (${settings.completionMsPerGiB / 1000} s per GiB of memory)`
+    return { status: 'cancelled', code: 'MigrationTimedOut', message }
+  }
+
+  // --- step 5 ----------------------------------------------------------------------------------
+
+  /**
+   * The target has the VM (or will have it: the source handed it over). Records the commit
+   * first, then makes sure the source is gone, then the operation's success.
+   */
+  private async commit (): Promise<void> {
+    const target = this.target!
+    await this.awaitTargetFinished()
+    if (!this.execution.isRunning(target.vmmId) || this.half(target.vmmId)?.phase !== 'finished') {
+      await this.fail({ status: 'failed', code: 'MigrationLost', message: 'the source handed the VM over, and the target VMM ended before it ran it' })
+      return
+    }
+    this.execution.enterPhase('committed', `the VM runs on ${target.hostId}`)
+    await this.step('committed', 'committed', `committed: the VM runs on ${target.hostId}`, { set: { activeVmmId: target.vmmId }, vmmId: target.vmmId })
+    await this.confirmSourceGone()
+    this.execution.enterPhase('running')
+    await this.execution.change({
+      decision: decisionKeys.finished(this.id),
+      kind: 'operation-finished',
+      message: `migrated from ${this.source.hostId} to ${target.hostId}`,
+      vmmId: target.vmmId,
+      set: { state: 'running', lastError: null },
+      operation: { request: this.request, status: 'succeeded' },
+      migration: { id: this.id, phase: 'succeeded' }
+    })
+  }
+
+  /**
+   * A source that exited `migrated` got the target's acknowledgement before the target's agent
+   * saw the receive finish: wait for that, asking the agent at each progress timeout. Never
+   * cancelled: the target is the only one that has the VM.
+   */
+  private async awaitTargetFinished (): Promise<void> {
+    const { vmmId, hostId } = this.target!
+    const settled = (): boolean => this.half(vmmId)?.phase === 'finished' || this.execution.isGone(vmmId)
+    while (!settled()) {
+      if (await this.execution.waitFor(settled, this.execution.settings.migration.progressTimeoutMs)) break
+      this.execution.observe(await agents.describeVmm({ hostId, vmmId }))
+    }
+  }
+
+  /** The source exits 0 by itself right after `migration-finished`; otherwise it is killed. */
+  private async confirmSourceGone (): Promise<void> {
+    if (await this.execution.waitFor(() => this.execution.isGone(this.source.id), SOURCE_EXIT_WAIT_MS)) return
+    this.execution.enterPhase('committed', `the source VMM ${this.source.id} did not exit by itself; killing it`)
+    await destroyOnHost(this.execution, this.execution.vmm(this.source.id) ?? this.source)
+  }
+
+  // --- step 6 ----------------------------------------------------------------------------------
+
+  /** Cancels the target (which may turn out to have committed), then confirms the source runs. */
+  private async abandon (failure: Failure): Promise<void> {
+    this.execution.enterPhase('cancelling', failure.message)
+    await this.step('cancelling', this.sendIssued ? 'sending' : 'preparing', `${failure.message}; cancelling the migration`, { cancelRequested: failure.code === 'MigrationCancelled' })
+    if (await this.cancelTarget()) {
+      await this.commit()
+      return
+    }
+    await this.confirmSourceRunning()
+    await this.fail(failure)
+  }
+
+  /** True if the target turned out to have finished receiving: the migration commits. */
+  private async cancelTarget (): Promise<boolean> {
+    const target = this.execution.vmm(this.target!.vmmId)
+    if (target === null || this.execution.isGone(target.id)) return false
+    try {
+      this.execution.observe(await agents.cancelIncomingMigration({ hostId: target.hostId, vmmId: target.id, migrationId: this.id }))
+    } catch (err) {
+      // The agent answered that the VMM is not this migration's target (it never recorded it):
+      // it holds no VM, so it is killed outright.
+      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
+      await destroyOnHost(this.execution, target)
+      return false
+    }
+    return this.half(target.id)?.phase === 'finished' && !this.execution.isGone(target.id)
+  }
+
+  /**
+   * The source's send fails once its target is gone, and the VM resumes there. Its agent is
+   * asked if it has not said so in time. A source found gone fails the instance afterwards, as
+   * any end of its active VMM does (execution.ts `settle`).
+   */
+  private async confirmSourceRunning (): Promise<void> {
+    const settled = (): boolean => this.execution.isGone(this.source.id) || this.half(this.source.id)?.phase !== 'sending'
+    if (await this.execution.waitFor(settled, SOURCE_SETTLE_WAIT_MS)) return
+    this.execution.observe(await agents.describeVmm({ hostId: this.source.hostId, vmmId: this.source.id }))
+  }
+
+  private async fail (failure: Failure): Promise<void> {
+    const running = this.execution.isRunning(this.source.id)
+    this.execution.enterPhase(running ? 'running' : 'failed', failure.code)
+    await this.execution.change({
+      decision: decisionKeys.finished(this.id),
+      kind: 'operation-finished',
+      message: `migration ${failure.status === 'cancelled' ? 'cancelled' : 'failed'}: ${failure.message}${running ? `; the VM runs on ${this.source.hostId}` : ''}`,
+      vmmId: this.source.id,
+      ...(running ? { set: { state: 'running' as const } } : {}),
+      operation: { request: this.request, status: 'failed', error: { code: failure.code, message: failure.message } },
+      migration: { id: this.id, phase: failure.status, reason: failure.message }
+    })
+  }
+
+  /** Records a step of the migration, with its event. */
+  private async step (name: string, phase: MigrationStatus, message: string, extra: Pick<ChangeInput, 'set' | 'vmmId'> & { cancelRequested?: boolean } = {}): Promise<void> {
+    const { cancelRequested, ...change } = extra
+    await this.execution.change({
+      decision: decisionKeys.migrationStep(this.id, name),
+      kind: 'migration-step',
+      message,
+      ...change,
+      migration: { id: this.id, phase, ...(name === 'cancelling' ? { reason: message } : {}), ...(cancelRequested === true ? { cancelRequested } : {}) }
+    })
+  }
+}
