@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // delay is a directive's time: a number of milliseconds, or never.
@@ -18,6 +19,8 @@ type delay struct {
 	never bool
 	set   bool
 }
+
+func (d delay) duration() time.Duration { return time.Duration(d.ms) * time.Millisecond }
 
 type directives struct {
 	bootDelay         delay // how long vm.boot takes

@@ -6,8 +6,8 @@ package main
 // event (power-off, reset) and the SIGTERM/SIGINT handler take it, so a slow vm.boot or
 // vm.reboot stalls everything behind it exactly as it does in cloud-hypervisor, and a boot that
 // never returns (`sim.boot_ms=never`) leaves SIGKILL as the only way out. The guest is a set of
-// timers armed when it boots (guest.go); they fire into the same lock. Nothing polls: an idle
-// VMM is a process blocked in accept, read and signal wait.
+// alarms set when it boots (guest.go, guest_clock.go); they fire into the same lock. Nothing
+// polls: an idle VMM is a process blocked in accept, read and signal wait.
 
 import (
 	"encoding/json"
