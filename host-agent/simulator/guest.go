@@ -3,7 +3,8 @@ package main
 // The simulated guest: alarms set when the VM boots and cleared when it goes away. Each alarm
 // that changes the VM takes the VMM lock and first checks that its guest is still the current
 // one, so an alarm that fires during a shutdown or reboot does nothing. Alarms run on the
-// guest's clock (guest_clock.go).
+// guest's clock (guest_clock.go), which stops while the VM is paused and travels with a live
+// migration.
 
 import (
 	"fmt"
@@ -51,7 +52,7 @@ func (g *guest) setAlarms() {
 		g.after(d.guestRebootAfter, g.locked(func() {
 			v.rebootedOnce = true
 			v.log.info("vmm/src/lib.rs", "VM reset requested by the guest")
-			v.rebootGuest()
+			v.resetVM()
 		}))
 	}
 	g.after(d.crashAfter, func() { crash(d) })
@@ -63,6 +64,9 @@ func (g *guest) setAlarms() {
 		g.after(delay{ms: 0, set: true}, func() {
 			v.events.write([]byte("\x00\x01 this is not an event {{{\n\n{\"timestamp\": {\"secs\": 1}, \"trunc\n\n"))
 		})
+	}
+	if g.powerButtonAt >= 0 {
+		g.powerOffAfterButton()
 	}
 }
 

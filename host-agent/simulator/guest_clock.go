@@ -2,7 +2,10 @@ package main
 
 // The guest's clock. A guest's alarms (power-off, reboot, crash, … from the directives) are set
 // in guest time, the time the guest has run since it booted. The clock stops while the VM is
-// paused, as a real guest's does.
+// paused, as a real guest's does, and a live migration carries it to the destination with the
+// rest of the guest's state: a guest that was to power off 5 s after boot still powers off 5 s
+// after boot, on whichever host it then runs, and an alarm already past on the source does not
+// ring again on the destination.
 //
 // Every method runs on the VMM thread (under vmm.mu); an alarm's function runs on a timer's
 // goroutine, and takes the lock itself when it needs it (guest.locked).
@@ -74,4 +77,35 @@ func (c *clock) stopAlarms() {
 		}
 	}
 	c.alarms = nil
+}
+
+// guestState is what a migration's State command carries of the guest: its clock, the hostname
+// cloud-init gave it at boot (for the login prompt), the power-button press it is acting on,
+// and whether it has already rebooted itself (sim.guest_reboot_ms happens once).
+type guestState struct {
+	UptimeNs        int64  `json:"uptime_ns"`
+	Hostname        string `json:"hostname"`
+	PowerButtonAtNs int64  `json:"power_button_at_ns"` // -1: not pressed
+	RebootedOnce    bool   `json:"rebooted_once"`
+}
+
+// state is the guest's state for the migration stream; the guest is paused by then.
+func (g *guest) state() guestState {
+	return guestState{
+		UptimeNs:        int64(g.now()),
+		Hostname:        g.hostname,
+		PowerButtonAtNs: int64(g.powerButtonAt),
+		RebootedOnce:    g.vmm.rebootedOnce,
+	}
+}
+
+// restoreGuest builds the guest a migration brings in, paused, as the source paused it: no
+// boot, no boot log; the alarms still ahead of its clock are set, those behind it are not.
+func (v *vmm) restoreGuest(s guestState) {
+	v.rebootedOnce = s.RebootedOnce
+	g := &guest{vmm: v, hostname: s.Hostname, powerButtonAt: time.Duration(s.PowerButtonAtNs)}
+	g.uptime = time.Duration(s.UptimeNs)
+	v.guest = g
+	g.setAlarms()
+	g.alarms = slices.DeleteFunc(g.alarms, func(a *alarm) bool { return a.at <= g.uptime })
 }
