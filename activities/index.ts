@@ -9,6 +9,7 @@ import type { MigrationSettings } from '../domain/migration.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { HostAgentClient } from './host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
+import { createDrains } from './drains.js'
 import { createHostFencing } from './host-fencing.js'
 import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
@@ -65,6 +66,7 @@ export function createActivities (deps: ActivityDependencies) {
     async markHostUnreachable (hostId: string, lastHeardAt: string | null) {
       await markHostUnreachable(pool, hostId, lastHeardAt)
     },
+    ...createDrains(pool),
     ...createHostAgentCalls(agentCalls),
     ...createHostFencing(agentCalls),
     ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })

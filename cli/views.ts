@@ -13,6 +13,7 @@ export function instanceDetail (instance: Instance): string {
     ['state', `${instance.state} (intended: ${instance.intendedState})`],
     ['operation', instance.operation === null ? 'none in flight' : operationSummary(instance.operation)],
     ['vmm', vmmSummary(instance.vmm)],
+    ...(instance.migration === null ? [] : [['migration', migrationSummary(instance.migration)] as [string, string]]),
     ['last error', instance.lastError === null ? 'none' : `${instance.lastError.code}: ${instance.lastError.message} (${timestamp(instance.lastError.at)})`],
     ['conditions', instance.conditions.length === 0
       ? 'none'
@@ -33,6 +34,16 @@ export function instanceDetail (instance: Instance): string {
     ['updated', timestamp(instance.updatedAt)],
     ...(instance.destroyedAt === null ? [] : [['destroyed', timestamp(instance.destroyedAt)] as [string, string]])
   ])
+}
+
+function migrationSummary (m: NonNullable<Instance['migration']>): string {
+  const side = (s: NonNullable<typeof m.target>): string => `${s.hostId} (VMM ${s.vmmId}, ${s.vmmState}${s.phase === null ? '' : `, ${s.phase}`})`
+  return [
+    `${m.id}: ${m.phase}, ${m.progress.memoryIterations} memory iteration(s), since ${timestamp(m.startedAt)}`,
+    `from ${side(m.source)}`,
+    `to ${m.target === null ? (m.requestedHostId ?? 'a host to be chosen') : side(m.target)}`,
+    ...(m.reason === null ? [] : [m.reason])
+  ].join('\n')
 }
 
 export function instanceTable (instances: Instance[]): string {
@@ -59,10 +70,11 @@ export function eventTable (events: InstanceEvent[]): string {
 
 export function hostTable (hosts: Host[]): string {
   return table(
-    ['ID', 'STATUS', 'VCPUS USED', 'MEMORY USED', 'VMMS', 'LAST HEARTBEAT', 'AGENT'],
+    ['ID', 'STATUS', 'SCHEDULING', 'VCPUS USED', 'MEMORY USED', 'VMMS', 'LAST HEARTBEAT', 'AGENT'],
     hosts.map((h) => [
       h.id,
       h.contactFailingSince === null ? h.status : `${h.status} (no contact since ${timestamp(h.contactFailingSince)})`,
+      schedulingOf(h),
       `${h.reserved.vcpus}/${h.capacity.vcpus}`,
       `${h.reserved.memoryMiB}/${h.capacity.memoryMiB} MiB`,
       String(h.liveVmms),
@@ -70,6 +82,14 @@ export function hostTable (hosts: Host[]): string {
       h.agentUrl
     ])
   )
+}
+
+/** Whether the host takes new VMMs, and how its drain goes. */
+function schedulingOf (host: Host): string {
+  if (host.cordonedAt === null) return 'schedulable'
+  const drain = host.drain
+  if (drain === null || drain.finishedAt !== null && drain.status !== 'drained') return 'cordoned'
+  return `cordoned, ${drain.status} (${drain.migrated}/${drain.instancesFound} migrated${drain.failed > 0 ? `, ${drain.failed} failed` : ''})`
 }
 
 export function operationDetail (operation: Operation): string {

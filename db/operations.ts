@@ -13,7 +13,12 @@ import type { OperationRequest } from '../domain/requests.js'
 import type { Pool, PoolClient } from './pool.js'
 
 function paramsOf (request: OperationRequest): Record<string, unknown> {
-  return request.kind === 'stop' || request.kind === 'delete' ? { graceSeconds: request.graceSeconds } : {}
+  switch (request.kind) {
+    case 'stop':
+    case 'delete': return { graceSeconds: request.graceSeconds }
+    case 'migrate': return request.targetHostId === undefined ? {} : { targetHostId: request.targetHostId }
+    default: return {}
+  }
 }
 
 export async function insertOperation (db: Pool | PoolClient, request: OperationRequest, runId: string): Promise<void> {

@@ -5,6 +5,7 @@
 import type { InstanceEvent } from '../domain/event.js'
 import type { Host } from '../domain/host.js'
 import type { Instance } from '../domain/instance.js'
+import type { Migration, MigrationSide } from '../domain/migration.js'
 import type { Operation } from '../domain/operation.js'
 import type { VmmRecord } from '../domain/vmm.js'
 
@@ -116,4 +117,43 @@ export function toHost (row: Row): Host {
     contactFailingSince: row.contact_failing_since,
     reserved: { vcpus: row.reserved_vcpus, memoryMiB: row.reserved_memory_mib }
   }
+}
+
+/**
+ * A migration as one JSON value (`m` the migration, `s` and `t` its source and target VMMs), so
+ * an instance's query can carry its live migration in a lateral join.
+ */
+export const MIGRATION_JSON = `jsonb_build_object(
+    'id', m.id, 'instanceId', m.instance_id, 'phase', m.phase, 'reason', m.reason, 'requestedHostId', m.requested_host_id,
+    'cancelRequestedAt', m.cancel_requested_at, 'startedAt', m.started_at, 'committedAt', m.committed_at, 'finishedAt', m.finished_at,
+    'source', jsonb_build_object('vmmId', s.id, 'hostId', s.host_id, 'state', s.state, 'generation', s.generation, 'half', s.migration),
+    'target', CASE WHEN t.id IS NULL THEN NULL
+                   ELSE jsonb_build_object('vmmId', t.id, 'hostId', t.host_id, 'state', t.state, 'generation', t.generation, 'half', t.migration) END)`
+export const MIGRATION_JOINS = 'JOIN vmms s ON s.id = m.source_vmm_id LEFT JOIN vmms t ON t.id = m.target_vmm_id'
+
+export function toMigration (json: Row): Migration {
+  const side = (s: Row | null): MigrationSide | null => s === null
+    ? null
+    // A VMM's half of an earlier migration is not this one's.
+    : { vmmId: s.vmmId, hostId: s.hostId, state: s.state, generation: s.generation, half: s.half?.id === json.id ? s.half : null }
+  const source = side(json.source)!
+  return {
+    id: json.id,
+    instanceId: json.instanceId,
+    phase: json.phase,
+    source,
+    target: side(json.target),
+    requestedHostId: json.requestedHostId,
+    iterations: source.half?.iterations ?? 0,
+    reason: json.reason,
+    cancelRequestedAt: isoOrNull(json.cancelRequestedAt),
+    startedAt: isoOrNull(json.startedAt)!,
+    committedAt: isoOrNull(json.committedAt),
+    finishedAt: isoOrNull(json.finishedAt)
+  }
+}
+
+/** `to_jsonb` and `jsonb_build_object` render timestamps in PostgreSQL's format; the API speaks ISO 8601. */
+export function isoOrNull (value: string | null): string | null {
+  return value === null ? null : new Date(value).toISOString()
 }

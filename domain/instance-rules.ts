@@ -121,9 +121,10 @@ export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: Insta
       ? { verdict: 'run' }
       : { verdict: 'conflict', reason: `cannot start an instance that is ${state}` }
   }
+  // Reboot and migrate: a running VM.
   return state === 'running'
     ? { verdict: 'run' }
-    : { verdict: 'conflict', reason: `cannot reboot an instance that is ${state}` }
+    : { verdict: 'conflict', reason: `cannot ${kind} an instance that is ${state}` }
 }
 
 /**

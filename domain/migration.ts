@@ -5,7 +5,7 @@
  * (`VmmMigration`, with the VMM's generation). The migration's record keeps what the control
  * plane decided: its phase, which moves only forward, and when it committed.
  */
-import type { VmmMigration } from './vmm.js'
+import type { VmmMigration, VmmState } from './vmm.js'
 
 /**
  * - `reserving`: the target VMM is being placed;
@@ -28,7 +28,7 @@ export interface MigrationSide {
   vmmId: string
   hostId: string
   /** The VMM's own state and generation (domain/vmm.ts). */
-  state: string
+  state: VmmState
   generation: number
   half: VmmMigration | null
 }

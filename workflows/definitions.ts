@@ -159,3 +159,31 @@ export interface MonitorHostInput {
   /** An operator's action received while the previous run continued as new. */
   operatorAction?: 'lost' | 'readmit' | null
 }
+
+/** The workflow ID of a host's drain: one at a time per host. */
+export function drainWorkflowId (hostId: string): string {
+  return `drain-${hostId}`
+}
+
+export interface DrainHostInput {
+  hostId: string
+  /** The drain's record (`drains`), chosen by the API when it cordoned the host. */
+  drainId: string
+  /** Migrations in flight at once. */
+  concurrency: number
+  /** Carried across continue-as-new. */
+  state?: DrainState
+}
+
+export interface DrainState {
+  /** The migrate operation in flight for each instance being moved. */
+  inFlight: Record<string, string>
+  attempts: Record<string, number>
+  found: string[]
+  migrated: number
+  gaveUp: string[]
+  lastError: string | null
+}
+
+/** Operator, on `drain-<hostId>`: stop draining. The API sends it when the host is uncordoned. */
+export const stopDrainSignal = defineSignal('stopDrain')

@@ -8,5 +8,6 @@ export {
   startInstance,
   stopInstance
 } from './instance-workflows.js'
+export { drainHost } from './drain-host.js'
 export { monitorHost } from './monitor-host.js'
 export { reconcile } from './reconcile.js'

@@ -1,4 +1,4 @@
-/** `/v1/instances`: create, read, start, stop, reboot and delete instances. */
+/** `/v1/instances`: create, read, start, stop, reboot, migrate and delete instances. */
 import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { ApiProblem } from '../plugins/problem-details.js'
@@ -15,6 +15,7 @@ import {
   stopInstanceBody,
   waitQuery
 } from '../schemas/instances.js'
+import { migrateBody, migrationListSchema, migrationParamsSchema } from '../schemas/migrations.js'
 import type { Accepted } from '../services/instance-requests.js'
 import { waitForOperation } from '../services/operation-waiter.js'
 
@@ -89,6 +90,46 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: idParamsSchema, querystring: waitQuery, response: acceptedResponses }
   }, async (request, reply) => await send(reply, request.query.wait, requests.reboot(request.params.id, request.newId)))
 
+  fastify.post('/instances/:id/migrate', {
+    schema: {
+      tags,
+      summary: 'Live-migrate a running instance to another host (one named, or one placement chooses). Cancellable until its commit point.',
+      headers: idempotencyHeaders,
+      params: idParamsSchema,
+      querystring: waitQuery,
+      body: migrateBody,
+      response: acceptedResponses
+    }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.migrate(request.params.id, request.body?.targetHostId, request.newId)))
+
+  fastify.post('/instances/:id/migrate/cancel', {
+    schema: {
+      tags,
+      summary: "Cancel the instance's live migration: its target is killed and the VM stays on the source, unless the target already has it",
+      params: idParamsSchema,
+      querystring: waitQuery,
+      response: { 202: acceptedSchema, 200: acceptedSchema }
+    }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, undefined, cancelledBy(request.role))))
+
+  fastify.get('/instances/:id/migrations', {
+    schema: { tags, summary: "An instance's live migrations, newest first", params: idParamsSchema, response: { 200: migrationListSchema } }
+  }, async (request) => {
+    const items = await fastify.instancesRepository.listMigrations(request.params.id)
+    if (items === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
+    return { items }
+  })
+
+  fastify.delete('/instances/:id/migrations/:migrationId', {
+    schema: {
+      tags,
+      summary: 'Cancel this live migration (as POST …/migrate/cancel does for the live one)',
+      params: migrationParamsSchema,
+      querystring: waitQuery,
+      response: { 202: acceptedSchema, 200: acceptedSchema }
+    }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, request.params.migrationId, cancelledBy(request.role))))
+
   fastify.delete('/instances/:id', {
     schema: {
       tags,
@@ -99,6 +140,11 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       response: acceptedResponses
     }
   }, async (request, reply) => await send(reply, request.query.wait, requests.delete(request.params.id, request.query.graceSeconds, request.newId)))
+}
+
+/** Who cancelled, as the migration's events say it. */
+function cancelledBy (role: string): string {
+  return `an API client (${role} token)`
 }
 
 export default routes

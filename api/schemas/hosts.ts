@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { HOST_STATUSES } from '../../domain/host.js'
+import { HOST_ID_PATTERN } from '../../domain/ids.js'
 
 const capacitySchema = z.object({ vcpus: z.number().int(), memoryMiB: z.number().int() })
 
@@ -12,7 +13,20 @@ export const hostSchema = z.object({
   contactFailingSince: z.string().nullable().describe('since when calls to its agent fail; null while they work'),
   capacity: capacitySchema,
   reserved: capacitySchema,
-  liveVmms: z.number().int()
+  liveVmms: z.number().int(),
+  cordonedAt: z.string().nullable().describe('set while the host takes no new VMM (a drain cordons it)'),
+  drain: z.object({
+    id: z.uuid(),
+    status: z.enum(['draining', 'drained', 'stopped', 'failed']),
+    instancesFound: z.number().int().describe('instances found running on the host since the drain began'),
+    migrated: z.number().int(),
+    failed: z.number().int().describe('instances whose migrations kept failing'),
+    lastError: z.string().nullable(),
+    startedAt: z.string(),
+    finishedAt: z.string().nullable()
+  }).nullable().describe("the host's latest drain")
 }).meta({ id: 'Host' })
+
+export const hostParamsSchema = z.strictObject({ id: z.string().regex(HOST_ID_PATTERN, 'must be a host ID like host-1') })
 
 export const hostListSchema = z.object({ items: z.array(hostSchema) })

@@ -8,6 +8,7 @@ import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
 import { urlInteger } from '../../http/url-integer.js'
 import { cursorSchema } from './common.js'
 import { networkRefSchema } from './networks.js'
+import { migrationSchema } from './migrations.js'
 import { operationSchema } from './operations.js'
 
 const graceSeconds = z
@@ -125,6 +126,7 @@ export const instanceSchema = z.object({
   restartPolicy: z.enum(RESTART_POLICIES),
   vmm: vmmSchema.nullable(),
   operation: operationSchema.nullable().describe('the operation in flight, if any'),
+  migration: migrationSchema.nullable().describe('its live migration, while one runs'),
   lastError: z.object({ code: z.string(), message: z.string(), at: z.string() }).nullable(),
   conditions: z.array(z.object({ type: z.enum(CONDITION_TYPES), since: z.string(), message: z.string() }))
     .describe('what is known to be wrong or going on beside the state, e.g. HostUnreachable{since}'),

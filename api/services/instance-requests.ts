@@ -4,18 +4,21 @@
  * - create: the instance's row, its operation and the workflow start happen in one database
  *   transaction, so a failed start leaves nothing behind (never a half-created instance); the
  *   workflow ensures the row exists too, in case this process dies before committing.
- * - start and reboot: started with the "fail if running" conflict policy, so the workflow ID is
+ * - start, reboot and migrate: started with the "fail if running" conflict policy, so the workflow ID is
  *   the instance lock (I4). If the execution holding it has no operation in flight (it applies
  *   host reports), the request is handed over to it and runs next; otherwise the answer is 409
  *   naming the operation in flight.
  * - stop and delete: `signalWithStart`, so whatever execution runs receives the request and
  *   switches to the stop path (preemption); otherwise a new execution starts with it.
  *
+ * - cancel of a migration: a signal to the execution running it, which cancels it unless its
+ *   target already has the VM (workflows/migrate.ts).
+ *
  * Requests that need nothing done (stopping a stopped instance) answer 200 and start nothing.
  * The operation's row is written once the workflow has it, and by the workflow too: whichever
  * comes first creates it.
  */
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client'
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client'
 import fp from 'fastify-plugin'
 import { insertInstance } from '../../db/instances.js'
 import { crashPoint } from '../../faults/crash-points.js'
@@ -24,13 +27,15 @@ import { inTransaction, type Pool } from '../../db/pool.js'
 import { verdictFor } from '../../domain/instance-rules.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { OperationKind } from '../../domain/operation.js'
+import { instanceWorkflowId } from '../../domain/ids.js'
 import {
   WORKFLOW_TYPES,
+  cancelMigrationSignal,
   haltRequestedSignal,
   operationStart,
   operationRequestedSignal
 } from '../../workflows/definitions.js'
-import type { HaltRequest, NewInstance, OperationRequest, RebootRequest, StartRequest } from '../../domain/requests.js'
+import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { insertProblemAnswer, resolveResources, type ResourcesInput } from './instance-resources.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
@@ -109,11 +114,11 @@ export function createInstanceRequests (deps: Dependencies) {
   }
 
   /**
-   * Starts a start or reboot. If an execution holds the instance's workflow ID but its operation
+   * Starts a start, reboot or migrate. If an execution holds the instance's workflow ID but its operation
    * is over (it is tidying up: applying late reports), the request is handed over to it and runs
    * next; if an operation is in flight, the answer is 409 naming it.
    */
-  async function startOperation (request: StartRequest | RebootRequest, instance: InstanceView): Promise<Accepted> {
+  async function startOperation (request: HandoffRequest, instance: InstanceView): Promise<Accepted> {
     const options = startOptions(request, instance)
     let runId: string
     try {
@@ -140,6 +145,10 @@ export function createInstanceRequests (deps: Dependencies) {
     }).catch(unavailable)
     await insertOperation(db, request, handle.signaledRunId).catch(unavailable)
     return await accepted(request)
+  }
+
+  async function checkTarget (hostId: string, instance: InstanceView): Promise<void> {
+    await checkTargetHost(db, hostId, instance).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
   }
 
   function base (instanceId: string, newId: NewId) {
@@ -187,6 +196,41 @@ export function createInstanceRequests (deps: Dependencies) {
       return await alreadyAccepted(request) ?? judge('reboot', instance) ?? await startOperation(request, instance)
     },
 
+    async migrate (id: string, targetHostId: string | undefined, newId: NewId): Promise<Accepted> {
+      const instance = await existing(id)
+      const request = { ...base(id, newId), kind: 'migrate' as const, ...(targetHostId === undefined ? {} : { targetHostId }) }
+      const done = await alreadyAccepted(request) ?? judge('migrate', instance)
+      if (done !== null) return done
+      if (targetHostId !== undefined) await checkTarget(targetHostId, instance)
+      return await startOperation(request, instance)
+    },
+
+    /**
+     * Asks the execution running the instance's migration (the live one, or the one named) to
+     * cancel it. 409 once it has committed or ended: nothing is left to cancel.
+     */
+    async cancelMigration (id: string, migrationId: string | undefined, requestedBy: string): Promise<Accepted> {
+      const instance = await existing(id)
+      const migration = migrationId === undefined
+        ? instance.migration
+        : await repository.findMigration(id, migrationId).catch(unavailable)
+      if (migration === null) {
+        throw migrationId === undefined
+          ? conflict(instance, 'no migration is in progress')
+          : new ApiProblem(404, 'Not Found', `instance ${instance.name} has no migration ${migrationId}`)
+      }
+      if (migration.phase === 'committed' || migration.finishedAt !== null) {
+        throw conflict(instance, `migration ${migration.id} is ${migration.phase}: there is nothing left to cancel`)
+      }
+      try {
+        await temporal.workflow.getHandle(instanceWorkflowId(id)).signal(cancelMigrationSignal, { migrationId: migration.id, requestedBy })
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) throw conflict(await existing(id), `migration ${migration.id} has ended`)
+        unavailable(err)
+      }
+      return { ...await accepted({ instanceId: id, operationId: migration.id }), message: 'cancel requested: the migration ends cancelled unless its target already has the VM' }
+    },
+
     async stop (id: string, graceSeconds: number | undefined, newId: NewId): Promise<Accepted> {
       const instance = await existing(id)
       const request = { ...base(id, newId), kind: 'stop' as const, graceSeconds: graceSeconds ?? instance.stopGraceSeconds }
@@ -199,6 +243,16 @@ export function createInstanceRequests (deps: Dependencies) {
       return await alreadyAccepted(request) ?? judge('delete', instance) ?? await halt(request, instance)
     }
   }
+}
+
+/** A migration's named target must be able to take a VMM now; placement checks it again. */
+async function checkTargetHost (db: Pool, hostId: string, instance: InstanceView): Promise<void> {
+  const { rows } = await db.query('SELECT status, cordoned_at FROM hosts WHERE id = $1', [hostId])
+  const invalid = (message: string) => new ApiProblem(409, 'Conflict', `body.targetHostId: ${message}`, [{ path: 'body.targetHostId', message }])
+  if (rows.length === 0) throw new ApiProblem(422, 'Unprocessable Content', `body.targetHostId: host ${hostId} does not exist`, [{ path: 'body.targetHostId', message: `host ${hostId} does not exist` }])
+  if (rows[0].status !== 'active') throw invalid(`host ${hostId} is ${rows[0].status}`)
+  if (rows[0].cordoned_at !== null) throw invalid(`host ${hostId} is cordoned`)
+  if (instance.vmm?.hostId === hostId) throw invalid(`the instance already runs on host ${hostId}`)
 }
 
 function conflict (instance: InstanceView, reason: string): ApiProblem {

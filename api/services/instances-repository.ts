@@ -5,7 +5,10 @@
 import fp from 'fastify-plugin'
 import type { z } from 'zod'
 import type { Pool } from '../../db/pool.js'
-import { EVENT_COLUMNS, HOST_COLUMNS, INSTANCE_COLUMNS, OPERATION_COLUMNS, toEvent, toHost, toInstance, toOperation } from '../../db/rows.js'
+import {
+  EVENT_COLUMNS, HOST_COLUMNS, INSTANCE_COLUMNS, MIGRATION_JOINS, MIGRATION_JSON, OPERATION_COLUMNS,
+  isoOrNull, toEvent, toHost, toInstance, toMigration, toOperation
+} from '../../db/rows.js'
 import { conditionsOf } from '../../domain/conditions.js'
 import type { InstanceDisk, InstanceInterface, InstanceState } from '../../domain/instance.js'
 import { tapNameOf } from '../../domain/interfaces.js'
@@ -13,6 +16,7 @@ import { diskDeviceOf, diskFileOf } from '../../domain/storage.js'
 import type { Operation } from '../../domain/operation.js'
 import type { hostSchema } from '../schemas/hosts.js'
 import type { instanceSchema } from '../schemas/instances.js'
+import { migrationView, type MigrationView } from '../schemas/migrations.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 
 export type InstanceView = z.infer<typeof instanceSchema>
@@ -23,7 +27,7 @@ const INSTANCE_VIEW_QUERY = `
          v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
          v.unresponsive_since AS vmm_unresponsive_since, h.status AS host_status, h.status_since AS host_status_since,
          h.contact_failing_since AS host_contact_failing_since,
-         to_jsonb(o) AS operation
+         to_jsonb(o) AS operation, mg.migration
     FROM instances i
     LEFT JOIN vmms v ON v.id = i.active_vmm_id
     LEFT JOIN hosts h ON h.id = v.host_id
@@ -31,7 +35,11 @@ const INSTANCE_VIEW_QUERY = `
       SELECT ${OPERATION_COLUMNS} FROM operations o
        WHERE o.instance_id = i.id AND o.finished_at IS NULL
        ORDER BY o.started_at DESC LIMIT 1
-    ) o ON true`
+    ) o ON true
+    LEFT JOIN LATERAL (
+      SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS}
+       WHERE m.instance_id = i.id AND m.finished_at IS NULL
+    ) mg ON true`
 
 function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): InstanceView {
   const { generation: _generation, activeVmmId: _activeVmmId, restartAttempts: _restartAttempts, disks, interfaces, cloudInit, ...instance } = toInstance(row)
@@ -45,6 +53,7 @@ function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): 
     cloudInit: cloudInit === null ? null : { sshKeys: cloudInit.sshKeys, userDataBytes: Buffer.byteLength(cloudInit.userData ?? '') },
     vmm,
     operation: row.operation === null ? null : operationFromJson(row.operation),
+    migration: row.migration === null ? null : migrationView(toMigration(row.migration)),
     conditions: conditionsOf({
       state: instance.state,
       lastError: instance.lastError,
@@ -82,6 +91,35 @@ function interfaceView (nic: InstanceInterface): InstanceView['interfaces'][numb
     mac: nic.mac,
     tap: tapNameOf(nic.id),
     released: nic.releasedAt !== null
+  }
+}
+
+const HOST_VIEW_QUERY = `
+  SELECT ${HOST_COLUMNS}, h.cordoned_at,
+         (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms,
+         (SELECT to_jsonb(d) FROM drains d WHERE d.host_id = h.id ORDER BY d.started_at DESC LIMIT 1) AS drain
+    FROM hosts h`
+
+function toHostView (row: Record<string, any>): HostView {
+  const { vcpus, memoryMiB, ...host } = toHost(row)
+  const drain = row.drain as Record<string, any> | null
+  return {
+    ...host,
+    capacity: { vcpus, memoryMiB },
+    liveVmms: row.live_vmms,
+    cordonedAt: row.cordoned_at === null ? null : new Date(row.cordoned_at).toISOString(),
+    drain: drain === null
+      ? null
+      : {
+          id: drain.id,
+          status: drain.status,
+          instancesFound: drain.total,
+          migrated: drain.migrated,
+          failed: drain.failed,
+          lastError: drain.last_error,
+          startedAt: isoOrNull(drain.started_at)!,
+          finishedAt: isoOrNull(drain.finished_at)
+        }
   }
 }
 
@@ -143,21 +181,34 @@ export function createInstancesRepository (db: Pool, unreachableAfterMs: number)
       return { items: page.map(toEvent), nextCursor }
     },
 
+    /** An instance's migrations, newest first; `null` when the instance does not exist. */
+    async listMigrations (instanceId: string): Promise<MigrationView[] | null> {
+      const [exists, { rows }] = await Promise.all([
+        db.query('SELECT 1 FROM instances WHERE id = $1', [instanceId]),
+        db.query(`SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS} WHERE m.instance_id = $1 ORDER BY m.started_at DESC LIMIT 100`, [instanceId])
+      ])
+      if (exists.rowCount === 0) return null
+      return rows.map((row) => migrationView(toMigration(row.migration)))
+    },
+
+    async findMigration (instanceId: string, migrationId: string): Promise<MigrationView | null> {
+      const { rows } = await db.query(`SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS} WHERE m.id = $1 AND m.instance_id = $2`, [migrationId, instanceId])
+      return rows.length === 0 ? null : migrationView(toMigration(rows[0].migration))
+    },
+
     async findOperation (id: string): Promise<Operation | null> {
       const { rows } = await db.query(`SELECT ${OPERATION_COLUMNS} FROM operations o WHERE o.id = $1`, [id])
       return rows.length === 0 ? null : toOperation(rows[0])
     },
 
     async listHosts (): Promise<HostView[]> {
-      const { rows } = await db.query(
-        `SELECT ${HOST_COLUMNS},
-                (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms
-           FROM hosts h ORDER BY h.id`
-      )
-      return rows.map((row) => {
-        const { vcpus, memoryMiB, ...host } = toHost(row)
-        return { ...host, capacity: { vcpus, memoryMiB }, liveVmms: row.live_vmms }
-      })
+      const { rows } = await db.query(`${HOST_VIEW_QUERY} ORDER BY h.id`)
+      return rows.map(toHostView)
+    },
+
+    async findHost (id: string): Promise<HostView | null> {
+      const { rows } = await db.query(`${HOST_VIEW_QUERY} WHERE h.id = $1`, [id])
+      return rows.length === 0 ? null : toHostView(rows[0])
     }
   }
 }

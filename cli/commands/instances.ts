@@ -1,5 +1,5 @@
 /**
- * `vmplane instances list|get|events|create|start|stop|reboot|delete|console|console-log`. The
+ * `vmplane instances list|get|events|create|start|stop|reboot|migrate|cancel-migration|delete|console|console-log`. The
  * changes answer at once with the accepted operation; with `--wait` they follow it to its end
  * (wait.ts) and exit non-zero unless it succeeded.
  */
@@ -48,6 +48,10 @@ interface CreateFlags extends WaitFlags {
   network?: Array<{ network: string, ip?: string }> | false
   sshKeyFile?: string[]
   userDataFile?: string
+}
+
+interface MigrateFlags extends WaitFlags {
+  to?: string
 }
 
 interface GraceFlags extends WaitFlags {
@@ -133,6 +137,11 @@ export function addInstanceCommands (program: Command): void {
     async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/start`))
   addChange<WaitFlags>(instances, 'reboot', 'reboot a running instance',
     async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/reboot`))
+  addChange<MigrateFlags>(instances, 'migrate', 'live-migrate a running instance to another host',
+    async (api, id, { to }) => await api.change<Accepted>('POST', `/v1/instances/${id}/migrate`, to === undefined ? undefined : { targetHostId: to }),
+    (command) => command.option('--to <host>', 'the host to migrate to (default: one placement chooses)'))
+  addChange<WaitFlags>(instances, 'cancel-migration', "cancel the instance's live migration: the VM stays where it was, unless the target already has it",
+    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/migrate/cancel`))
   addChange<GraceFlags>(instances, 'stop', 'stop an instance: ACPI power-off, then kill its VMM when the grace period ends',
     async (api, id, { grace }) => await api.change<Accepted>('POST', `/v1/instances/${id}/stop`, grace === undefined ? undefined : { graceSeconds: grace }),
     withGrace)

@@ -44,8 +44,10 @@ ALTER TABLE hosts ADD COLUMN cordon_reason text;
 CREATE TABLE drains (
   id          uuid PRIMARY KEY,
   host_id     text NOT NULL REFERENCES hosts (id),
-  status      text NOT NULL CHECK (status IN ('draining', 'drained', 'stopped')),
-  -- Running instances found on the host, migrated off it, and whose migration failed.
+  -- drained: no instance runs on the host any more; stopped: uncordoned before that; failed:
+  -- instances whose migrations kept failing are still there.
+  status      text NOT NULL CHECK (status IN ('draining', 'drained', 'stopped', 'failed')),
+  -- Running instances found on the host, migrated off it, and whose migrations kept failing.
   total       integer NOT NULL DEFAULT 0,
   migrated    integer NOT NULL DEFAULT 0,
   failed      integer NOT NULL DEFAULT 0,

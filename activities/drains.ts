@@ -1,0 +1,83 @@
+/**
+ * What a host drain (workflows/drain-host.ts) reads and writes: the instances running on the
+ * host, the migrate operations it asks for, their outcomes, and its progress for `GET /v1/hosts`.
+ *
+ * A migration is asked for the way the API asks for one (api/services/instance-requests.ts): a
+ * `migrateInstance` execution under the instance's workflow ID, which fails to start while
+ * another operation holds that ID (the drain tries again later), then the operation's row. The
+ * operation's ID is chosen by the drain and recorded in its history before this runs, so a retry
+ * finds the operation it started.
+ */
+import { activityInfo, getClient } from '@temporalio/activity'
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client'
+import { insertOperation } from '../db/operations.js'
+import type { Pool } from '../db/pool.js'
+import type { InstanceState } from '../domain/instance.js'
+import type { MigrateRequest } from '../domain/requests.js'
+import { WORKFLOW_TYPES, operationStart } from '../workflows/definitions.js'
+
+export interface InstanceOnHost {
+  id: string
+  name: string
+  state: InstanceState
+}
+
+export interface DrainProgress {
+  drainId: string
+  status: 'draining' | 'drained' | 'stopped' | 'failed'
+  total: number
+  migrated: number
+  failed: number
+  lastError: string | null
+}
+
+export function createDrains (pool: Pool) {
+  return {
+    /** Instances whose active VMM lives on the host: what the drain must move. */
+    async instancesOnHost (hostId: string): Promise<InstanceOnHost[]> {
+      const { rows } = await pool.query(
+        `SELECT i.id, i.name, i.state FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
+          WHERE v.host_id = $1 AND i.destroyed_at IS NULL AND v.state NOT IN ('destroyed', 'failed', 'lost')
+          ORDER BY i.created_at, i.id`,
+        [hostId]
+      )
+      return rows
+    },
+
+    /** Starts the migrate operation unless it exists; `busy` while another operation holds the instance. */
+    async requestMigration (request: MigrateRequest, instance: { name: string, state: InstanceState }): Promise<'started' | 'busy'> {
+      const known = await pool.query('SELECT 1 FROM operations WHERE id = $1', [request.operationId])
+      if (known.rowCount !== 0) return 'started'
+      let runId: string
+      try {
+        const options = operationStart(request, instance, activityInfo().taskQueue)
+        runId = (await getClient().workflow.start(WORKFLOW_TYPES.migrate, { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError) return 'busy'
+        throw err
+      }
+      await insertOperation(pool, request, runId)
+      return 'started'
+    },
+
+    /** The outcome of each operation that has ended, by ID. */
+    async operationOutcomes (operationIds: string[]): Promise<Record<string, { status: string, error: string | null }>> {
+      const { rows } = await pool.query(
+        "SELECT id, status, error->>'message' AS error FROM operations WHERE id = ANY($1::uuid[]) AND finished_at IS NOT NULL",
+        [operationIds]
+      )
+      return Object.fromEntries(rows.map((r) => [r.id, { status: r.status, error: r.error }]))
+    },
+
+    async recordDrainProgress (hostId: string, progress: DrainProgress): Promise<void> {
+      await pool.query(
+        `INSERT INTO drains (id, host_id, status, total, migrated, failed, last_error, finished_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $3 <> 'draining' THEN now() END)
+         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, total = EXCLUDED.total, migrated = EXCLUDED.migrated,
+           failed = EXCLUDED.failed, last_error = EXCLUDED.last_error, finished_at = EXCLUDED.finished_at
+         WHERE drains.finished_at IS NULL`,
+        [progress.drainId, hostId, progress.status, progress.total, progress.migrated, progress.failed, progress.lastError]
+      )
+    }
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * Theory of operation: draining a host (`drain-<hostId>`).
+ *
+ * The API cordons the host first (placement takes no host that is cordoned, so nothing new
+ * lands there), then starts this workflow. It moves every instance whose active VMM lives on the
+ * host to other hosts by live migration, a few at a time (`concurrency`):
+ *
+ * - Each round lists the instances on the host. A running one with no migration of this drain
+ *   in flight is asked to migrate: a migrate operation of its own under `instance-<id>`, whose ID
+ *   this workflow chooses (and so records) before the activity starts it, so a retry finds it.
+ *   An instance busy with another operation, or not running yet, is tried again next round.
+ * - The outcomes of the operations in flight are read each round. A failed migration is tried
+ *   again, up to `MAX_ATTEMPTS` per instance; after that the instance counts as failed.
+ * - The drain ends `drained` once no instance has a VMM on the host, `failed` when only
+ *   instances whose migrations kept failing are left, or `stopped` when an operator uncordons
+ *   the host (`uncordonHost`): migrations already asked for carry on as the operations they are.
+ *
+ * Stopped instances have no VMM and so no host: their disks are in the storage every host
+ * mounts, and they start wherever placement puts them. There is nothing to move.
+ *
+ * Its progress (found, migrated, failed) is written for `GET /v1/hosts` after each round that
+ * changed it. The history is kept short by continuing as new when Temporal suggests it.
+ */
+import { condition, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow'
+import type { DrainProgress } from '../activities/drains.js'
+import type { MigrateRequest } from '../domain/requests.js'
+import { records } from './activities.js'
+import { stopDrainSignal, type DrainHostInput, type DrainState } from './definitions.js'
+
+/** How often the drain looks at the host and at its migrations. */
+const ROUND_MS = 2000
+/** Migrations of one instance tried before the drain gives up on it. */
+const MAX_ATTEMPTS = 3
+
+export async function drainHost (input: DrainHostInput): Promise<DrainProgress['status']> {
+  const state: DrainState = input.state ?? { inFlight: {}, attempts: {}, found: [], migrated: 0, gaveUp: [], lastError: null }
+  let stopped = false
+  setHandler(stopDrainSignal, () => { stopped = true })
+  let reported = ''
+  const report = async (status: DrainProgress['status']): Promise<void> => {
+    const progress: DrainProgress = { drainId: input.drainId, status, total: state.found.length, migrated: state.migrated, failed: state.gaveUp.length, lastError: state.lastError }
+    const key = JSON.stringify(progress)
+    if (key === reported) return
+    reported = key
+    await records.recordDrainProgress(input.hostId, progress)
+  }
+
+  while (!stopped) {
+    await collectOutcomes(state)
+    const onHost = await records.instancesOnHost(input.hostId)
+    for (const instance of onHost) if (!state.found.includes(instance.id)) state.found.push(instance.id)
+    const remaining = onHost.filter((i) => !state.gaveUp.includes(i.id))
+    if (onHost.length === 0 || (remaining.length === 0 && Object.keys(state.inFlight).length === 0)) {
+      await report(onHost.length === 0 ? 'drained' : 'failed')
+      return onHost.length === 0 ? 'drained' : 'failed'
+    }
+    for (const instance of remaining) {
+      if (Object.keys(state.inFlight).length >= input.concurrency) break
+      if (state.inFlight[instance.id] !== undefined || instance.state !== 'running') continue
+      const request: MigrateRequest = { kind: 'migrate', operationId: uuid4(), instanceId: instance.id, requestedAt: new Date().toISOString() }
+      if (await records.requestMigration(request, instance) === 'started') state.inFlight[instance.id] = request.operationId
+    }
+    await report('draining')
+    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof drainHost>({ ...input, state })
+    await condition(() => stopped, ROUND_MS)
+  }
+  await report('stopped')
+  return 'stopped'
+}
+
+/** Takes in the migrations that ended: moved, or one attempt more. */
+async function collectOutcomes (state: DrainState): Promise<void> {
+  const ids = Object.values(state.inFlight)
+  if (ids.length === 0) return
+  const outcomes = await records.operationOutcomes(ids)
+  for (const [instanceId, operationId] of Object.entries(state.inFlight)) {
+    const outcome = outcomes[operationId]
+    if (outcome === undefined) continue
+    delete state.inFlight[instanceId]
+    if (outcome.status === 'succeeded') {
+      state.migrated++
+      continue
+    }
+    state.lastError = `instance ${instanceId}: ${outcome.error ?? outcome.status}`
+    state.attempts[instanceId] = (state.attempts[instanceId] ?? 0) + 1
+    if (state.attempts[instanceId] >= MAX_ATTEMPTS) state.gaveUp.push(instanceId)
+  }
+}
