@@ -88,7 +88,7 @@ export function hostTable (hosts: Host[]): string {
 function schedulingOf (host: Host): string {
   if (host.cordonedAt === null) return 'schedulable'
   const drain = host.drain
-  if (drain === null || drain.finishedAt !== null && drain.status !== 'drained') return 'cordoned'
+  if (drain === null || (drain.finishedAt !== null && drain.status !== 'drained')) return 'cordoned'
   return `cordoned, ${drain.status} (${drain.migrated}/${drain.instancesFound} migrated${drain.failed > 0 ? `, ${drain.failed} failed` : ''})`
 }
 
