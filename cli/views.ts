@@ -13,7 +13,8 @@ export function instanceDetail (instance: Instance): string {
     ['state', `${instance.state} (intended: ${instance.intendedState})`],
     ['operation', instance.operation === null ? 'none in flight' : operationSummary(instance.operation)],
     ['vmm', vmmSummary(instance.vmm)],
-    ...(instance.migration === null ? [] : [['migration', migrationSummary(instance.migration)] as [string, string]]),
+    // An API older than live migration sends no migration at all.
+    ...(instance.migration == null ? [] : [['migration', migrationSummary(instance.migration)] as [string, string]]),
     ['last error', instance.lastError === null ? 'none' : `${instance.lastError.code}: ${instance.lastError.message} (${timestamp(instance.lastError.at)})`],
     ['conditions', instance.conditions.length === 0
       ? 'none'

@@ -141,8 +141,8 @@ describe('vmplane CLI against a stack', () => {
   it('hosts list shows every host of the stack', async () => {
     const hosts = await cli('hosts', 'list')
     assertSucceeded(hosts)
-    assert.match(hosts.stdout, /^ID +STATUS +VCPUS USED +MEMORY USED +VMMS +LAST HEARTBEAT +AGENT$/m)
-    for (const host of stack.info.hosts) assert.match(hosts.stdout, new RegExp(`^${host.id} +active +\\d+/\\d+ +\\d+/\\d+ MiB +\\d+ `, 'm'))
+    assert.match(hosts.stdout, /^ID +STATUS +SCHEDULING +VCPUS USED +MEMORY USED +VMMS +LAST HEARTBEAT +AGENT$/m)
+    for (const host of stack.info.hosts) assert.match(hosts.stdout, new RegExp(`^${host.id} +active +schedulable +\\d+/\\d+ +\\d+/\\d+ MiB +\\d+ `, 'm'))
     const list = await json<{ items: Array<{ id: string }> }>('hosts', 'list')
     assert.deepEqual(list.items.map((h) => h.id).sort(), stack.info.hosts.map((h) => h.id).sort())
   })
