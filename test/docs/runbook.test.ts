@@ -18,7 +18,7 @@ import { promisify } from 'node:util'
 import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
-  hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForState, type InstanceBody
+  hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody
 } from '../helpers/instances.js'
 import { lastReconcilePass, nextReconcilePass, temporalCli } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
@@ -143,6 +143,11 @@ describe('the operator runbook, docs/operations.md', async () => {
   }
 
   // Situations
+
+  /** The stack's other host (it has two). */
+  function otherHost (hostId: string): string {
+    return stack.info.hosts.map((h) => h.id).find((id) => id !== hostId)!
+  }
 
   function use (instance: InstanceBody): void {
     values['instance-id'] = instance.id
@@ -480,6 +485,50 @@ describe('the operator runbook, docs/operations.md', async () => {
         command: /curl .*\/v1\/instances\/<instance-id>\/console\/log\?bytes=1024"$/,
         settles: true,
         check: (output) => includesAll(output, 'cloud-init: hostname set to runbook-disks', 'runbook-disks login: ')
+      }
+    ],
+    'Migrate an instance, cancel a migration, drain a host': [
+      {
+        command: /curl -s -X POST .*\/migrate\?wait=60" \| jq /,
+        given: async () => { use(await runningInstance(stack, 'runbook-migrate')) },
+        check: (output) => includesAll(output, '"state": "running"', '"outcome": "succeeded"', `"host": "${otherHost(values['host-id']!)}"`)
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq '\{state, migration: /,
+        given: async () => {
+          // A migration slow enough to be seen under way: about 4 s of precopy.
+          const instance = await runningInstance(stack, 'runbook-migrating', 'sim.migration_mib_per_s=64')
+          use(instance)
+          const accepted = await api(stack).post(`/v1/instances/${instance.id}/migrate`)
+          assert.equal(accepted.status, 202, JSON.stringify(accepted.body))
+          await waitForInstance(stack, instance.id, (i) => (i.migration as { phase: string } | null)?.phase === 'sending')
+        },
+        check: (output) => includesAll(output, '"state": "migrating"', '"phase": "sending"', '"memoryIterations"', `"hostId": "${values['host-id']!}"`)
+      },
+      {
+        command: /\/migrate\/cancel\?wait=30" \| jq /,
+        check: (output) => includesAll(output, '"state": "running"', '"error": "MigrationCancelled"', `"host": "${values['host-id']!}"`)
+      },
+      {
+        command: /\/v1\/hosts\/<host-id>\/drain .* \| jq /,
+        given: async () => { use(await runningInstance(stack, 'runbook-drained')) },
+        check: (output) => {
+          includesAll(output, `"id": "${values['host-id']!}"`, '"cordonedAt": "')
+          assert.match(output, /"drain": "(draining|drained)"/)
+        }
+      },
+      {
+        command: /curl -s "\$\{auth\[@\]\}" \$API\/v1\/hosts \| jq /,
+        settles: true,
+        check: (output) => includesAll(output, '"status": "drained"', '"failed": 0')
+      },
+      {
+        command: /\/v1\/hosts\/<host-id>\/uncordon \| jq /,
+        check: async (output) => {
+          includesAll(output, '"cordonedAt": null')
+          const instance = await waitForState(stack, values['instance-id']!, 'running')
+          assert.notEqual(instance.vmm?.hostId, values['host-id'], 'the drained host\'s instance runs elsewhere')
+        }
       }
     ]
   }
