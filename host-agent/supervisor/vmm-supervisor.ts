@@ -41,7 +41,7 @@ import { isTerminalVmmState } from '../../domain/vmm.js'
 import { CloudHypervisorClient, type VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
 import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
-import { vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
+import { SERIAL_SOCKET, vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
 import { SerialConsole } from '../console/serial-console.js'
 import { crashPoint } from '../../faults/crash-points.js'
@@ -308,7 +308,7 @@ export class VmmSupervisor {
       const vmState = resume ? await this.#vmState() : null
       if (vmState === null) {
         const files = bootFiles ?? await this.context.devices.prepare(this.record.instanceId, this.record.spec)
-        await this.#client.createVm(buildVmConfig(this.record.spec, files, this.paths.console))
+        await this.#client.createVm(buildVmConfig(this.record.spec, files, SERIAL_SOCKET))
       }
       this.console.start()
       if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#client.bootVm(abort.signal)
