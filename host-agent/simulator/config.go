@@ -24,7 +24,9 @@ type cpusConfig struct {
 }
 
 type memoryConfig struct {
-	Size uint64 `json:"size"`
+	Size      uint64 `json:"size"`
+	Shared    bool   `json:"shared,omitempty"`
+	Hugepages bool   `json:"hugepages,omitempty"`
 }
 
 var consoleModes = []string{"Off", "Pty", "Tty", "File", "Socket", "Null"}
@@ -113,6 +115,11 @@ func (c *vmConfig) memorySize() uint64 {
 		return defaultMemorySize
 	}
 	return c.Memory.Size
+}
+
+// backedBySharedMemory is what a local migration needs: guest memory another process can map.
+func (c *vmConfig) backedBySharedMemory() bool {
+	return c.Memory != nil && (c.Memory.Shared || c.Memory.Hugepages)
 }
 
 // withDefaults is the config as vm.info shows it.

@@ -53,6 +53,18 @@ func (d *devices) close() {
 	d.disks, d.taps = nil, nil
 }
 
+// releaseLocks drops the disks' locks and keeps them open, as a migrating source does before it
+// sends the VM's final state.
+func (d *devices) releaseLocks() error {
+	for _, disk := range d.disks {
+		unlock := syscall.Flock_t{Type: syscall.F_UNLCK, Whence: 0}
+		if err := syscall.FcntlFlock(disk.file.Fd(), fOFDSetLk, &unlock); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func deviceError(chain ...string) *apiError {
 	return apiErr(500, append([]string{"The VM could not boot", "Error from device manager"}, chain...)...)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // delay is a directive's time: a number of milliseconds, or never.
@@ -18,6 +19,8 @@ type delay struct {
 	never bool
 	set   bool
 }
+
+func (d delay) duration() time.Duration { return time.Duration(d.ms) * time.Millisecond }
 
 type directives struct {
 	bootDelay         delay // how long vm.boot takes
@@ -35,6 +38,13 @@ type directives struct {
 	kernelLoadError   bool // the kernel file opens but cannot be loaded
 	rebootError       bool // vm.reboot tears the VM down and fails to boot it again
 	markDisk          int  // the guest counts its boots in the first sector of this disk (-1: none)
+
+	// Live migration (migration_send.go, migration_receive.go).
+	migrationMiBPerS      int    // simulated bandwidth of the migration stream
+	migrationDirtyMiBPerS int    // how fast the running guest dirties its memory during precopy
+	migrationFailAt       string // the phase the receiver refuses (a migrationPhase), or "ack"
+	migrationStallAfter   int    // precopy stops making progress after this many iterations (-1: never)
+	migrationNoConverge   bool   // the guest dirties memory faster than it can be sent
 }
 
 var signalNames = map[string]syscall.Signal{
@@ -50,6 +60,10 @@ func defaultDirectives() directives {
 		shutdownDelay: delay{ms: 100, set: true},
 		exitCode:      1,
 		markDisk:      -1,
+
+		migrationMiBPerS:      10240,
+		migrationDirtyMiBPerS: 64,
+		migrationStallAfter:   -1,
 	}
 }
 
@@ -93,11 +107,20 @@ func (d *directives) apply(name, value string) bool {
 		"hang_api_after_ms": {&d.hangAPIAfter, false},
 	}
 	flags := map[string]*bool{
-		"ignore_power_button": &d.ignorePowerButton,
-		"ignore_sigterm":      &d.ignoreSigterm,
-		"garbage_events":      &d.garbageEvents,
-		"kernel_load_error":   &d.kernelLoadError,
-		"reboot_error":        &d.rebootError,
+		"ignore_power_button":   &d.ignorePowerButton,
+		"ignore_sigterm":        &d.ignoreSigterm,
+		"garbage_events":        &d.garbageEvents,
+		"kernel_load_error":     &d.kernelLoadError,
+		"reboot_error":          &d.rebootError,
+		"migration_no_converge": &d.migrationNoConverge,
+	}
+	counts := map[string]struct {
+		target *int
+		min    int
+	}{
+		"migration_mib_per_s":       {&d.migrationMiBPerS, 1},
+		"migration_dirty_mib_per_s": {&d.migrationDirtyMiBPerS, 0},
+		"migration_stall_after":     {&d.migrationStallAfter, 0},
 	}
 	if spec, found := delays[name]; found {
 		parsed, ok := parseDelay(value, spec.neverAllowed)
@@ -109,6 +132,14 @@ func (d *directives) apply(name, value string) bool {
 	if flag, found := flags[name]; found {
 		*flag = true
 		return value == ""
+	}
+	if spec, found := counts[name]; found {
+		n, err := strconv.Atoi(value)
+		if err != nil || n < spec.min {
+			return false
+		}
+		*spec.target = n
+		return true
 	}
 	switch name {
 	case "exit_code":
@@ -124,6 +155,12 @@ func (d *directives) apply(name, value string) bool {
 			return false
 		}
 		d.markDisk = index
+		return true
+	case "migration_fail_at":
+		if !migrationFaults[value] {
+			return false
+		}
+		d.migrationFailAt = value
 		return true
 	case "crash_signal":
 		sig, ok := signalNames[strings.TrimPrefix(strings.ToUpper(value), "SIG")]

@@ -1,8 +1,10 @@
 package main
 
-// The simulated guest: timers armed when the VM boots and disarmed when it goes away. Each
-// timer that changes the VM takes the VMM lock and first checks that its guest is still the
-// current one, so a timer that fires during a shutdown or reboot does nothing.
+// The simulated guest: alarms set when the VM boots and cleared when it goes away. Each alarm
+// that changes the VM takes the VMM lock and first checks that its guest is still the current
+// one, so an alarm that fires during a shutdown or reboot does nothing. Alarms run on the
+// guest's clock (guest_clock.go), which stops while the VM is paused and travels with a live
+// migration.
 
 import (
 	"fmt"
@@ -18,16 +20,15 @@ import (
 const rngDeviceID = "__rng"
 
 type guest struct {
-	vmm                *vmm
-	timers             []*time.Timer
-	powerButtonPressed bool
-	hostname           string
+	vmm      *vmm
+	hostname string
+	clock
+	powerButtonAt time.Duration // guest time of the power-button press; -1 before one
 }
 
 func (v *vmm) startGuest() {
-	g := &guest{vmm: v}
+	g := &guest{vmm: v, powerButtonAt: -1}
 	v.guest = g
-	d := v.config.directives
 	cmdline := ""
 	if v.config.Payload != nil {
 		cmdline = v.config.Payload.Cmdline
@@ -35,17 +36,24 @@ func (v *vmm) startGuest() {
 	v.writeSerial(fmt.Sprintf("[    0.000000] Linux version 6.12.0-vmplane-simulated (cloud-hypervisor simulator)\n"+
 		"[    0.000000] Command line: %s\n", cmdline))
 	g.bootLog()
+	g.setAlarms()
+	g.resume()
+}
 
+// setAlarms sets what the directives make the guest do, in guest time from its boot.
+func (g *guest) setAlarms() {
+	v := g.vmm
+	d := v.config.directives
 	g.after(delay{ms: 5, set: true}, func() {
 		v.events.emit("virtio-device", "activated", map[string]string{"id": rngDeviceID})
 	})
-	g.afterLocked(d.powerOffAfter, func() { v.exit("the guest powered off") })
+	g.after(d.powerOffAfter, g.locked(func() { v.exit("the guest powered off") }))
 	if !v.rebootedOnce {
-		g.afterLocked(d.guestRebootAfter, func() {
+		g.after(d.guestRebootAfter, g.locked(func() {
 			v.rebootedOnce = true
 			v.log.info("vmm/src/lib.rs", "VM reset requested by the guest")
-			v.rebootGuest()
-		})
+			v.resetVM()
+		}))
 	}
 	g.after(d.crashAfter, func() { crash(d) })
 	g.after(d.hangAPIAfter, func() {
@@ -56,6 +64,9 @@ func (v *vmm) startGuest() {
 		g.after(delay{ms: 0, set: true}, func() {
 			v.events.write([]byte("\x00\x01 this is not an event {{{\n\n{\"timestamp\": {\"secs\": 1}, \"trunc\n\n"))
 		})
+	}
+	if g.powerButtonAt >= 0 {
+		g.powerOffAfterButton()
 	}
 }
 
@@ -135,24 +146,24 @@ func (g *guest) typed(data []byte) {
 	}
 }
 
-// after runs fn once the delay has passed, unless the guest is stopped first.
+// after runs fn once the guest has run for the delay since its boot, unless it is stopped first.
 func (g *guest) after(d delay, fn func()) {
 	if !d.set || d.never {
 		return
 	}
-	g.timers = append(g.timers, time.AfterFunc(time.Duration(d.ms)*time.Millisecond, fn))
+	g.at(d.duration(), fn)
 }
 
-// afterLocked is after for actions of the VMM thread: they run under the VMM lock and only
-// while this guest is still the VM's guest.
-func (g *guest) afterLocked(d delay, fn func()) {
-	g.after(d, func() {
+// locked makes fn an action of the VMM thread: it runs under the VMM lock and only while this
+// guest is still the VM's guest.
+func (g *guest) locked(fn func()) func() {
+	return func() {
 		g.vmm.mu.Lock()
 		defer g.vmm.mu.Unlock()
 		if g.vmm.guest == g {
 			fn()
 		}
-	})
+	}
 }
 
 func (g *guest) pressPowerButton() {
@@ -161,24 +172,28 @@ func (g *guest) pressPowerButton() {
 		v.log.info("simulator/guest.go", "power button pressed; the guest ignores it")
 		return
 	}
-	if g.powerButtonPressed {
+	if g.powerButtonAt >= 0 {
 		return
 	}
-	g.powerButtonPressed = true
+	g.powerButtonAt = g.now()
 	v.writeSerial("[   42.000000] ACPI: Power Button [PWRF]: shutting down\n")
-	g.afterLocked(v.config.directives.shutdownDelay, func() {
+	g.powerOffAfterButton()
+}
+
+// powerOffAfterButton is the guest's clean power-off, sim.shutdown_ms after the press.
+func (g *guest) powerOffAfterButton() {
+	v := g.vmm
+	g.at(g.powerButtonAt+v.config.directives.shutdownDelay.duration(), g.locked(func() {
 		v.writeSerial("[   42.100000] reboot: Power down\n")
 		v.exit("the guest powered off after the power button")
-	})
+	}))
 }
 
 func (v *vmm) stopGuest() {
 	if v.guest == nil {
 		return
 	}
-	for _, timer := range v.guest.timers {
-		timer.Stop()
-	}
+	v.guest.stopAlarms()
 	v.guest = nil
 }
 

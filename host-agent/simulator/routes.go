@@ -13,13 +13,15 @@ const (
 	getEndpoint    endpointKind = iota // GET, answers with a body
 	actionEndpoint                     // PUT without a body
 	createEndpoint                     // PUT with a VmConfig body
+	bodyEndpoint                       // PUT with a required JSON body
 	vmmShutdownEndpoint
 )
 
 type handler struct {
-	kind   endpointKind
-	get    func(v *vmm) ([]byte, *apiError)
-	action func(v *vmm) *apiError
+	kind     endpointKind
+	get      func(v *vmm) ([]byte, *apiError)
+	action   func(v *vmm) *apiError
+	withBody func(v *vmm, body []byte) *apiError
 }
 
 var routes = map[string]handler{
@@ -30,8 +32,11 @@ var routes = map[string]handler{
 	apiRoot + "/vm.shutdown":     {kind: actionEndpoint, action: (*vmm).shutdownVM},
 	apiRoot + "/vm.reboot":       {kind: actionEndpoint, action: (*vmm).reboot},
 	apiRoot + "/vm.power-button": {kind: actionEndpoint, action: (*vmm).powerButton},
-	apiRoot + "/vm.delete":       {kind: actionEndpoint, action: func(v *vmm) *apiError { v.deleteVM(); return nil }},
+	apiRoot + "/vm.delete":       {kind: actionEndpoint, action: (*vmm).delete},
 	apiRoot + "/vmm.shutdown":    {kind: vmmShutdownEndpoint},
+
+	apiRoot + "/vm.send-migration":    {kind: bodyEndpoint, withBody: (*vmm).sendMigration},
+	apiRoot + "/vm.receive-migration": {kind: bodyEndpoint, withBody: (*vmm).receiveMigration},
 }
 
 func errorResponse(status int, chain ...string) response {
@@ -75,9 +80,20 @@ func route(v *vmm, req *request) response {
 			return fromAPIError(err)
 		}
 		return response{status: 204}
+	case bodyEndpoint:
+		if req.method != "PUT" || req.body == nil {
+			return badRequest
+		}
+		if err := h.withBody(v, req.body); err != nil {
+			return fromAPIError(err)
+		}
+		return response{status: 204}
 	case vmmShutdownEndpoint:
 		if req.method != "PUT" {
 			return badRequest
+		}
+		if v.migration != nil {
+			return errorResponse(500, "Error from API", "The VMM could not shutdown", vmMigrating)
 		}
 		return response{status: 200, exitAfter: true}
 	}

@@ -6,8 +6,13 @@ package main
 // event (power-off, reset) and the SIGTERM/SIGINT handler take it, so a slow vm.boot or
 // vm.reboot stalls everything behind it exactly as it does in cloud-hypervisor, and a boot that
 // never returns (`sim.boot_ms=never`) leaves SIGKILL as the only way out. The guest is a set of
-// timers armed when it boots (guest.go); they fire into the same lock. Nothing polls: an idle
-// VMM is a process blocked in accept, read and signal wait.
+// alarms set when it boots (guest.go, guest_clock.go); they fire into the same lock. Nothing
+// polls: an idle VMM is a process blocked in accept, read and signal wait.
+//
+// A live migration changes who owns the VM. Receiving one holds the VMM thread for its whole
+// length (migration_receive.go). Sending one hands the VM to a worker (migration_send.go), and
+// until the worker is done the VMM refuses every change to it with "VM is currently migrating"
+// and answers vm.info from a copy taken at the start.
 
 import (
 	"encoding/json"
@@ -53,8 +58,12 @@ type vmm struct {
 	devices      *devices // the disks and TAPs of the booted VM
 	guest        *guest   // non-nil while a VM is booted
 	hangAPI      func()
-	rebootedOnce bool // the guest's own reboot (sim.guest_reboot_ms) happens once per process
+	rebootedOnce bool               // the guest's own reboot (sim.guest_reboot_ms) happens once, migrations included
+	migration    *outgoingMigration // non-nil while the VM is being sent
 }
+
+// vmMigrating is VmError::VmMigrating, what every change to a VM being sent fails with.
+const vmMigrating = "VM is currently migrating and can't be modified"
 
 const simulatorVersion = "54.0.0-vmplane-simulator"
 
@@ -79,6 +88,9 @@ func (v *vmm) create(body []byte) *apiError {
 	if err != nil {
 		return &apiError{status: 400, chain: []string{"Failed to deserialize JSON", err.Error()}}
 	}
+	if v.migration != nil {
+		return apiErr(500, "The VM could not be created", vmMigrating)
+	}
 	if v.config != nil {
 		return apiErr(500, "The VM could not be created", "VM is already created")
 	}
@@ -97,6 +109,9 @@ func (v *vmm) create(body []byte) *apiError {
 }
 
 func (v *vmm) boot() *apiError {
+	if v.migration != nil {
+		return apiErr(500, "The VM could not boot", vmMigrating)
+	}
 	v.events.emit("vm", "booting", nil)
 	switch {
 	case v.config == nil:
@@ -149,6 +164,9 @@ func checkReadable(path string) error {
 }
 
 func (v *vmm) shutdownVM() *apiError {
+	if v.migration != nil {
+		return apiErr(500, "The VM could not shutdown", vmMigrating)
+	}
 	if v.guest == nil {
 		return apiErr(500, "The VM could not shutdown", "VM is not running")
 	}
@@ -167,6 +185,11 @@ func (v *vmm) tearDown() {
 }
 
 func (v *vmm) reboot() *apiError {
+	if v.migration != nil {
+		// vm_reboot emits its event before it finds the VM owned by the migration.
+		v.events.emit("vm", "rebooting", nil)
+		return apiErr(500, "The VM could not reboot", vmMigrating)
+	}
 	if v.guest == nil {
 		return apiErr(404, "The VM could not reboot", "VM is not created")
 	}
@@ -190,11 +213,32 @@ func (v *vmm) rebootGuest() {
 	v.events.emit("vm", "rebooted", nil)
 }
 
+// resetVM is the control loop's answer to the guest's reset: a reboot, except that a VM being
+// sent cannot be rebooted, and the real control loop then ends with that error (exit 1).
+func (v *vmm) resetVM() {
+	if v.migration != nil {
+		v.events.emit("vm", "rebooting", nil)
+		fatal(v.log, "VMM thread exited with error: Error rebooting VM: %s", vmMigrating)
+	}
+	v.rebootGuest()
+}
+
 func (v *vmm) powerButton() *apiError {
+	if v.migration != nil {
+		return apiErr(500, "Error triggering power button", vmMigrating)
+	}
 	if v.guest == nil {
 		return apiErr(500, "Error triggering power button", "VM is not running")
 	}
 	v.guest.pressPowerButton()
+	return nil
+}
+
+func (v *vmm) delete() *apiError {
+	if v.migration != nil {
+		return apiErr(500, "The VM could not be deleted", vmMigrating)
+	}
+	v.deleteVM()
 	return nil
 }
 
@@ -221,6 +265,9 @@ type vmInfo struct {
 }
 
 func (v *vmm) info() ([]byte, *apiError) {
+	if v.migration != nil {
+		return v.migration.frozenInfo, nil
+	}
 	if v.config == nil {
 		return nil, apiErr(404, "The VM info is not available", "VM is not created")
 	}
@@ -228,6 +275,9 @@ func (v *vmm) info() ([]byte, *apiError) {
 	info := vmInfo{Config: v.config.withDefaults(), State: "Created", MemoryActualSize: v.config.memorySize()}
 	if v.guest != nil {
 		info.State = "Running"
+		if !v.guest.running() {
+			info.State = "Paused"
+		}
 		info.DeviceTree = map[string]any{rngDeviceID: map[string]any{"id": rngDeviceID, "children": []string{}}}
 	}
 	return mustJSON(info), nil
@@ -236,8 +286,15 @@ func (v *vmm) info() ([]byte, *apiError) {
 // exit is the real program's vmm_shutdown followed by the end of the process: the VM is shut
 // down and deleted, `vmm shutdown` is emitted, the API socket is removed, and the exit code is 0.
 // The caller holds v.mu, so nothing else runs in between.
+//
+// While the VM is being sent, vmm_shutdown fails ("TODO … lifecycle handling while migrating"
+// in the real control loop): the VMM thread ends with that error, so the process exits 1 with
+// no events and leaves its socket behind. SIGTERM, SIGINT and a guest power-off all end so.
 func (v *vmm) exit(why string) {
 	v.log.info("vmm/src/lib.rs", "VMM shutting down: %s", why)
+	if v.migration != nil {
+		fatal(v.log, "VMM thread exited with error: Error shutting down VMM: %s", vmMigrating)
+	}
 	v.deleteVM()
 	v.events.emit("vmm", "shutdown", nil)
 	if v.socketPath != "" {
