@@ -18,8 +18,10 @@ import {
   vmmListSchema,
   vmmViewSchema,
   type BaseImage,
+  type CancelMigrationRequest,
   type EnsureVmmRequest,
   type PowerButtonRequest,
+  type SendMigrationRequest,
   type StorageListing,
   type StrayView,
   type TapView,
@@ -35,8 +37,23 @@ export interface HostAgentClientOptions {
 export class HostAgentClient {
   constructor (private readonly options: HostAgentClientOptions) {}
 
+  /** Ensures the VMM; with `incoming`, as a live migration's target that receives its VM. */
   async ensureVmm (agentUrl: string, vmmId: string, request: EnsureVmmRequest): Promise<VmmView> {
     return await this.call(agentUrl, 'PUT', `/v1/vmms/${vmmId}`, request, vmmViewSchema)
+  }
+
+  /** Has a running VMM send its VM to a migration's target; idempotent on the migration. */
+  async sendMigration (agentUrl: string, vmmId: string, request: SendMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/send`, request, vmmViewSchema)
+  }
+
+  /**
+   * Kills a migration's target unless it has finished receiving: the view shows phase `finished`
+   * (too late, the migration stands) or a concluded VMM. A VMM the agent has no record of is 404
+   * (`VmmNotFound`), and fenced: its ensure can no longer create it.
+   */
+  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
   }
 
   async getVmm (agentUrl: string, vmmId: string): Promise<VmmView> {

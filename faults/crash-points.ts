@@ -27,6 +27,10 @@ export const CRASH_POINTS = [
   'reboot.after-agent',
   /** Worker: the agent killed and cleaned up a VMM. */
   'destroy.after-agent',
+  /** Worker: the source's agent took a migration's send; the activity has not returned. */
+  'send.after-agent',
+  /** Worker: the target's agent answered a migration's cancel (killed the target, or found it committed). */
+  'cancel.after-agent',
   /** Worker: an instance change (state, event, operation) committed. */
   'change.after-commit',
   /** Agent: a new VMM's record is on disk; its process is not spawned yet. */
@@ -40,7 +44,13 @@ export const CRASH_POINTS = [
   /** Agent: an instance disk made in the storage directory; the VMM not spawned yet. */
   'agent.disk.after-create',
   /** Agent: a TAP made and not yet attached or UP; the VMM not spawned yet. */
-  'agent.tap.after-create'
+  'agent.tap.after-create',
+  /** Agent: a migration target's process is spawned; `vm.receive-migration` is not issued yet. */
+  'agent.migration.after-target-spawn',
+  /** Agent: a migration target's receive is issued and it listens (phase `ready` recorded). */
+  'agent.migration.after-receive',
+  /** Agent: a migration source's `vm.send-migration` is issued and its acceptance recorded. */
+  'agent.migration.after-send'
 ] as const
 export type CrashPoint = (typeof CRASH_POINTS)[number]
 

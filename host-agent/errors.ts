@@ -15,3 +15,8 @@ export const badRequest = (message: string): AgentError => new AgentError(400, m
 export const notFound = (message: string): AgentError => new AgentError(404, message)
 export const conflict = (message: string): AgentError => new AgentError(409, message)
 export const unavailable = (message: string): AgentError => new AgentError(503, message)
+
+/** An error's message, for a reason or a log line; anything else thrown, as text. */
+export function describeError (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}

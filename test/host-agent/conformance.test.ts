@@ -140,6 +140,9 @@ describe('conformance with cloud-hypervisor.yaml', () => {
       await client.rebootVm(AbortSignal.timeout(2000))
       await client.shutdownVm()
       await client.deleteVm()
+      await client.receiveMigration('unix:/storage/migrations/6e1d6a6c-4f3a-4f43-9d2b-0c3f1a2b3c4d.sock', AbortSignal.timeout(2000))
+      await client.sendMigration({ destination_url: 'tcp:10.0.0.2:49152', downtime_ms: 300, timeout_s: 3600 })
+      await client.info(AbortSignal.timeout(2000))
       await client.shutdownVmm()
     } finally {
       client.close()
@@ -150,7 +153,7 @@ describe('conformance with cloud-hypervisor.yaml', () => {
     assert.deepEqual(new Set(endpoints), new Set([
       'GET /api/v1/vmm.ping', 'PUT /api/v1/vm.create', 'PUT /api/v1/vm.boot', 'GET /api/v1/vm.info',
       'PUT /api/v1/vm.power-button', 'PUT /api/v1/vm.reboot', 'PUT /api/v1/vm.shutdown', 'PUT /api/v1/vm.delete',
-      'PUT /api/v1/vmm.shutdown'
+      'PUT /api/v1/vm.receive-migration', 'PUT /api/v1/vm.send-migration', 'PUT /api/v1/vmm.shutdown'
     ]))
     for (const request of recorded) {
       const where = `${request.method} ${request.path}`
