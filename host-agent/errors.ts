@@ -1,6 +1,7 @@
 /**
  * Refusals the agent answers with, each with the HTTP status its API documents. The HTTP layer
- * turns them into `{error, message}` bodies; nothing else needs to know about HTTP.
+ * turns them into `{error, message}` bodies; nothing else needs to know about HTTP. And how any
+ * error reads in a VMM's reason or a log line (`describeError`).
  */
 import { STATUS_CODES } from 'node:http'
 

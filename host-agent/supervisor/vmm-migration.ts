@@ -281,7 +281,6 @@ export class MigrationHalf {
     const running = record.state === 'starting' ? { state: 'running' as const, reason: `VM received by live migration ${migration.id} (${how}); it runs here now` } : {}
     await this.#end('finished', null, running)
     if (this.vmm.process()?.alive ?? false) this.vmm.startConsole()
-    await this.settings.transport.clear(migration.receiverUrl!)
   }
 
   /** The receive failed: the half is `failed` and the single-use target killed. */
@@ -290,7 +289,6 @@ export class MigrationHalf {
     if (migration === null || isFinalPhase(migration.phase)) return
     await this.#end('failed', why)
     await this.vmm.killFor({ cause: 'migration-failed', reason: this.#failedReason(why) })
-    await this.settings.transport.clear(migration.receiverUrl!)
   }
 
   #failedReason (why: string): string {
@@ -403,12 +401,16 @@ export class MigrationHalf {
     if (phase === 'ready') crashPoint('agent.migration.after-receive')
   }
 
-  /** Ends the half in progress, with other changes of the same record write; once only. */
+  /**
+   * Ends the half in progress, with other changes of the same record write; once only. A target's
+   * socket, if it has one, goes: Cloud Hypervisor leaves it behind.
+   */
   async #end (phase: 'finished' | 'failed', why: string | null, changes: Partial<AgentVmmRecord> = {}, outcome: MigrationOutcome = phase): Promise<void> {
     const migration = this.vmm.record.migration
     if (migration === null || isFinalPhase(migration.phase)) return
     await this.vmm.update({ ...changes, migration: { ...migration, phase, progressAt: now(), reason: why } })
     this.settings.onEnded(migration.role, outcome)
+    if (migration.receiverUrl !== null) await this.settings.transport.clear(migration.receiverUrl)
   }
 
   async #oneAtATime (task: () => Promise<void>): Promise<void> {

@@ -115,6 +115,10 @@ async function send (a: TestAgent, migration: Migration, timeoutS = 60): Promise
   })
 }
 
+function socketOf (migration: Migration): string {
+  return migration.target.migration!.receiverUrl!.slice('unix:'.length)
+}
+
 async function created (agent: TestAgent, id: string, body: object): Promise<VmmView> {
   const response = await agent.request('PUT', `/v1/vmms/${id}`, body)
   assert.equal(response.status, 201, JSON.stringify(response.body))
@@ -188,7 +192,7 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
     assert.equal(gone.migration?.phase, 'finished')
     assert.ok((gone.migration?.iterations ?? 0) >= 1, `precopy iterations counted: ${gone.migration?.iterations}`)
     assert.equal(processExists(migration.source.pid!), false)
-    assert.equal(existsSync(receiverUrl!.slice('unix:'.length)), false, "the target's socket is removed")
+    assert.equal(existsSync(socketOf(migration)), false, "the target's socket is removed")
 
     const tap = tapNameOf(instance.interfaceId!)
     assert.equal((await taps(b)).find((t) => t.name === tap)?.vmmId, migration.target.id, "the TAP is in the target's namespace")
@@ -200,6 +204,10 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
     assert.doesNotMatch(targetLog, /Linux version|boots=/, 'the guest did not boot again on the target')
     assert.match(targetLog, /^root\r\nweb-1 login: $/, "the target's log goes on from the migration")
     assert.match(await consoleLog(a, migration.source.id), /vdb: vmplane-marker boots=1[^]*web-1 login: $/, "the source's log has the boot")
+
+    const metrics = async (agent: TestAgent): Promise<string> => await (await fetch(`${agent.url}/metrics`)).text()
+    assert.match(await metrics(b), /^vmplane_agent_migrations_total\{[^}]*role="target",outcome="finished"[^}]*\} 1$/m)
+    assert.match(await metrics(a), /^vmplane_agent_migrations_total\{[^}]*role="source",outcome="finished"[^}]*\} 1$/m)
 
     // The disks are the target's now: a third VMM of the instance cannot lock them.
     const third = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'failed')
@@ -243,6 +251,7 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
     assert.deepEqual(cancelled.exit, { cause: 'killed', code: null, signal: 'SIGKILL' })
     assert.deepEqual([cancelled.migration?.phase, cancelled.migration?.reason], ['failed', 'cancelled'])
     assert.equal(processExists(migration.target.pid!), false)
+    assert.equal(existsSync(socketOf(migration)), false, "the target's socket is removed")
     const repeated = await client.cancelMigration(b.url, migration.target.id, { migrationId: migration.id })
     assert.deepEqual([repeated.state, repeated.generation], [cancelled.state, cancelled.generation], 'a repeat answers the same')
 
@@ -312,6 +321,7 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
     await waitForPhase(b, migration.target.id, 'receiving')
     const deleted = await client.destroyVmm(b.url, migration.target.id)
     assert.deepEqual([deleted?.state, deleted?.exit?.cause, deleted?.migration?.phase], ['destroyed', 'killed', 'failed'])
+    assert.equal(existsSync(socketOf(migration)), false, "the target's socket is removed")
     assert.equal((await waitForPhase(a, migration.source.id, 'failed', 20_000)).state, 'running')
     assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
   })
