@@ -9,12 +9,14 @@
  *
  * The control plane's side is played by the test, through the control plane's own client
  * (activities/host-agent-client.ts): it ensures the target with `incoming`, waits for it to be
- * `ready`, and has the source send to the target's receiver URL.
+ * `ready`, and has the source send to the target's receiver URL. Agents are SIGKILLed in the middle
+ * (by the test, or by themselves at the migration's crash points, faults/crash-points.ts) and
+ * started again on the same directories, as a crash and a service manager would.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, afterEach, before, describe, it } from 'node:test'
 import { HostAgentClient } from '../../activities/host-agent-client.js'
@@ -22,11 +24,13 @@ import { HostAgentError } from '../../domain/errors.js'
 import type { TapView, VmmView } from '../../domain/host-agent-api.js'
 import { tapNameOf } from '../../domain/interfaces.js'
 import type { MigrationPhase } from '../../domain/vmm.js'
+import type { CrashPoint } from '../../faults/crash-points.js'
 import { runCommand } from '../../host-agent/process/command.js'
+import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
 import { STAND_IN_BASE_IMAGE } from '../../scripts/dev-stack/hypervisor.js'
 import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
 import { newVmmId, TestAgent, TOKEN } from './helpers/agent.js'
-import { buildSimulator, processExists } from './helpers/simulator.js'
+import { buildSimulator, processExists, tempDir } from './helpers/simulator.js'
 
 const client = new HostAgentClient({ token: TOKEN, timeoutMs: 20_000 })
 
@@ -70,11 +74,12 @@ function ensureBody (instance: Instance, migrationId?: string): object {
 }
 
 /** Two hosts: the second uses the first's storage and images, and with `sameNetwork` its namespace. */
-async function twoHosts (options: { sameNetwork?: boolean, targetEnv?: Record<string, string> } = {}): Promise<[TestAgent, TestAgent]> {
+async function twoHosts (options: { sameNetwork?: boolean, env?: Record<string, string>, targetEnv?: Record<string, string> } = {}): Promise<[TestAgent, TestAgent]> {
   await buildSimulator()
-  const a = await TestAgent.create({ env: { VMPLANE_HOST_ID: 'host-a' } })
+  const a = await TestAgent.create({ env: { VMPLANE_HOST_ID: 'host-a', ...options.env } })
   const b = await TestAgent.create({
     env: {
+      ...options.env,
       VMPLANE_HOST_ID: 'host-b',
       VMPLANE_STORAGE_DIR: a.storageDir,
       VMPLANE_IMAGE_DIR: a.imageDir,
@@ -152,6 +157,21 @@ async function eventsOf (agent: TestAgent, vmmId: string): Promise<string> {
   return await readFile(join(agent.vmmsDir, vmmId, 'events'), 'utf8').catch(() => '')
 }
 
+/**
+ * Runs `action` with a crash plan armed (faults/crash-points.ts) that has the agent SIGKILL itself
+ * at `point`, checks that it did, and starts the agent again.
+ */
+async function crashAt (runDir: string, agent: TestAgent, point: CrashPoint, action: () => Promise<unknown>): Promise<void> {
+  const name = `agent-${agent.env.VMPLANE_HOST_ID!}`
+  await writeFile(join(runDir, `${name}.pid`), String(agent.pid))
+  const stack = { paths: { runDir } }
+  await armCrashPlan(stack, { point, kill: name, host: agent.env.VMPLANE_HOST_ID })
+  await action().catch(() => {})
+  await crashPlanFired(stack, `the crash point ${point}`, 10_000)
+  await agent.kill()
+  await agent.start()
+}
+
 /** The status of a request the agent refuses. */
 async function refusal (call: Promise<unknown>): Promise<number | null> {
   const err = await call.then(() => null, (e: unknown) => e)
@@ -162,12 +182,17 @@ async function refusal (call: Promise<unknown>): Promise<number | null> {
 describe('live migration over Unix sockets between two hosts', { timeout: 10 * 60_000 }, () => {
   let a: TestAgent
   let b: TestAgent
-  before(async () => { [a, b] = await twoHosts() })
+  let runDir: { dir: string, remove: () => Promise<void> }
+  before(async () => {
+    runDir = await tempDir('vmp-crash-')
+    ;[a, b] = await twoHosts({ env: { VMPLANE_CRASH_POINTS: runDir.dir } })
+  })
   // A restart test that failed half-way leaves the next test its agents.
   afterEach(async () => { for (const agent of [a, b]) if (agent.child === null) await agent.start() })
   after(async () => {
     await b?.cleanup()
     await a?.cleanup()
+    await runDir?.remove()
   })
 
   it('moves the VM: the target reports ready, receiving, finished and runs it; the source ends migrated', async () => {
@@ -365,6 +390,45 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
     assert.equal(target.migration?.phase, 'failed')
     assert.equal(processExists(migration.target.pid!), false)
     assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
+  })
+
+  it('agents killed after the target spawned and after the send: the restarted agents issue the receive and carry the migration through', async () => {
+    const instance = newInstance(VISIBLE)
+    const source = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'running')
+    const id = randomUUID()
+    const targetId = newVmmId()
+    await crashAt(runDir.dir, b, 'agent.migration.after-target-spawn', async () => await b.request('PUT', `/v1/vmms/${targetId}`, ensureBody(instance, id)))
+    const target = await waitForPhase(b, targetId, 'ready')
+    assert.equal((await b.vmmProcesses()).filter((p) => p.pid === target.pid).length, 1, 'the receive was issued to the VMM spawned before the crash')
+    const migration = { id, source, target }
+    await crashAt(runDir.dir, a, 'agent.migration.after-send', async () => await send(a, migration))
+    const retried = await send(a, migration)
+    assert.equal(retried.migration?.id, id, 'a retried send finds the first one')
+    assert.equal((await waitForPhase(b, targetId, 'finished')).state, 'running')
+    assert.equal((await a.waitForState(source.id, 'destroyed')).exit?.cause, 'migrated')
+  })
+
+  it('the target\'s agent killed once it listens: the restarted agent waits out the receive it lost and sees it finish', async () => {
+    const instance = newInstance(VISIBLE)
+    const source = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'running')
+    const id = randomUUID()
+    const targetId = newVmmId()
+    await crashAt(runDir.dir, b, 'agent.migration.after-receive', async () => await b.request('PUT', `/v1/vmms/${targetId}`, ensureBody(instance, id)))
+    const target = await waitForPhase(b, targetId, 'ready')
+    await send(a, { id, source, target })
+    assert.equal((await waitForPhase(b, targetId, 'finished')).state, 'running')
+    assert.equal((await a.waitForState(source.id, 'destroyed')).exit?.cause, 'migrated')
+    assert.equal((await b.vmm(targetId)).pid, target.pid)
+  })
+
+  it('a send Cloud Hypervisor refuses is failed at once and the VM runs on; another send then migrates it', async () => {
+    const migration = await prepare(a, b, newInstance(''))
+    const refused = await client.sendMigration(a.url, migration.source.id, { migrationId: randomUUID(), destinationUrl: 'tcp:[::1:6000', downtimeMs: 300, timeoutS: 60 })
+    assert.deepEqual([refused.state, refused.migration?.phase], ['running', 'failed'])
+    assert.match(refused.migration?.reason ?? '', /Missing closing/)
+    await send(a, migration)
+    assert.equal((await a.waitForState(migration.source.id, 'destroyed')).exit?.cause, 'migrated')
+    assert.equal((await b.waitForState(migration.target.id, 'running')).migration?.phase, 'finished')
   })
 
   it('an incoming ensure whose disks are missing fails without a process, and makes no disk', async () => {
