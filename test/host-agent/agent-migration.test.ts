@@ -98,17 +98,22 @@ interface Migration {
   target: VmmView
 }
 
-/** A source running `instance` on `a`, and its target ensured on `b` and `ready`. */
-async function prepare (a: TestAgent, b: TestAgent, instance: Instance): Promise<Migration> {
+/**
+ * A source running `instance` on `a`, and its target ensured on `b` and `ready`; with `crash`,
+ * `b` kills itself at that point of the ensure and is started again (`crashAt`).
+ */
+async function prepare (a: TestAgent, b: TestAgent, instance: Instance, crash?: { runDir: string, point: CrashPoint }): Promise<Migration> {
   const source = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'running')
   await waitForLog(a, source.id, /login: $/)
   const id = randomUUID()
-  const target = await created(b, newVmmId(), ensureBody(instance, id))
-  assert.equal(target.state, 'starting')
-  assert.equal(target.migration?.role, 'target')
-  assert.equal(target.migration?.phase, 'preparing')
-  const ready = await waitForPhase(b, target.id, 'ready')
-  return { id, source, target: ready }
+  const targetId = newVmmId()
+  if (crash === undefined) {
+    const target = await created(b, targetId, ensureBody(instance, id))
+    assert.deepEqual([target.state, target.migration?.role, target.migration?.phase], ['starting', 'target', 'preparing'])
+  } else {
+    await crashAt(crash.runDir, b, crash.point, async () => await b.request('PUT', `/v1/vmms/${targetId}`, ensureBody(instance, id)))
+  }
+  return { id, source, target: await waitForPhase(b, targetId, 'ready') }
 }
 
 async function send (a: TestAgent, migration: Migration, timeoutS = 60): Promise<VmmView> {
@@ -393,32 +398,21 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
   })
 
   it('agents killed after the target spawned and after the send: the restarted agents issue the receive and carry the migration through', async () => {
-    const instance = newInstance(VISIBLE)
-    const source = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'running')
-    const id = randomUUID()
-    const targetId = newVmmId()
-    await crashAt(runDir.dir, b, 'agent.migration.after-target-spawn', async () => await b.request('PUT', `/v1/vmms/${targetId}`, ensureBody(instance, id)))
-    const target = await waitForPhase(b, targetId, 'ready')
-    assert.equal((await b.vmmProcesses()).filter((p) => p.pid === target.pid).length, 1, 'the receive was issued to the VMM spawned before the crash')
-    const migration = { id, source, target }
+    const migration = await prepare(a, b, newInstance(VISIBLE), { runDir: runDir.dir, point: 'agent.migration.after-target-spawn' })
+    assert.equal((await b.vmmProcesses()).filter((p) => p.pid === migration.target.pid).length, 1, 'the receive was issued to the VMM spawned before the crash')
     await crashAt(runDir.dir, a, 'agent.migration.after-send', async () => await send(a, migration))
     const retried = await send(a, migration)
-    assert.equal(retried.migration?.id, id, 'a retried send finds the first one')
-    assert.equal((await waitForPhase(b, targetId, 'finished')).state, 'running')
-    assert.equal((await a.waitForState(source.id, 'destroyed')).exit?.cause, 'migrated')
+    assert.equal(retried.migration?.id, migration.id, 'a retried send finds the first one')
+    assert.equal((await waitForPhase(b, migration.target.id, 'finished')).state, 'running')
+    assert.equal((await a.waitForState(migration.source.id, 'destroyed')).exit?.cause, 'migrated')
   })
 
   it('the target\'s agent killed once it listens: the restarted agent waits out the receive it lost and sees it finish', async () => {
-    const instance = newInstance(VISIBLE)
-    const source = await a.waitForState((await created(a, newVmmId(), ensureBody(instance))).id, 'running')
-    const id = randomUUID()
-    const targetId = newVmmId()
-    await crashAt(runDir.dir, b, 'agent.migration.after-receive', async () => await b.request('PUT', `/v1/vmms/${targetId}`, ensureBody(instance, id)))
-    const target = await waitForPhase(b, targetId, 'ready')
-    await send(a, { id, source, target })
-    assert.equal((await waitForPhase(b, targetId, 'finished')).state, 'running')
-    assert.equal((await a.waitForState(source.id, 'destroyed')).exit?.cause, 'migrated')
-    assert.equal((await b.vmm(targetId)).pid, target.pid)
+    const migration = await prepare(a, b, newInstance(VISIBLE), { runDir: runDir.dir, point: 'agent.migration.after-receive' })
+    await send(a, migration)
+    assert.equal((await waitForPhase(b, migration.target.id, 'finished')).state, 'running')
+    assert.equal((await a.waitForState(migration.source.id, 'destroyed')).exit?.cause, 'migrated')
+    assert.equal((await b.vmm(migration.target.id)).pid, migration.target.pid)
   })
 
   it('a send Cloud Hypervisor refuses is failed at once and the VM runs on; another send then migrates it', async () => {
