@@ -9,8 +9,8 @@
  *   share one machine's kernel (tests, the dev stack): a Unix socket on a shared filesystem does
  *   not reach across machines. The directory is made at start-up; a socket left by an earlier
  *   attempt is removed before the receive binds it, and after the target is done with it.
- * - `tcp:<address>:<first>-<last>`: a port of the range that no live target of this agent holds,
- *   looked for from a place the migration's ID picks, so that retries spread. The range is kept
+ * - `tcp:<address>:<first>-<last>`: a port of the range that no target of this agent still
+ *   receiving holds, looked for from a place the migration's ID picks, so that retries spread. The range is kept
  *   for migrations: the agent cannot see ports taken in the VMMs' network namespace, and a port
  *   something else holds fails that receive (its bind), which the control plane retries with a new
  *   migration.
@@ -39,7 +39,7 @@ export class MigrationTransport {
     await mkdir(this.listen.dir, { recursive: true, mode: 0o700 })
   }
 
-  /** Where the target of `migrationId` listens: not one of `taken`, the URLs live targets hold. */
+  /** Where the target of `migrationId` listens: not one of `taken`, the URLs targets still receiving hold. */
   receiverUrl (migrationId: string, taken: ReadonlySet<string>): string {
     if (this.listen.kind === 'unix') return `unix:${join(this.listen.dir, `${migrationId}.sock`)}`
     const { address, firstPort, lastPort } = this.listen
@@ -49,7 +49,7 @@ export class MigrationTransport {
       const url = `tcp:${address}:${firstPort + (start + i) % ports}`
       if (!taken.has(url)) return url
     }
-    throw unavailable(`every migration port of ${firstPort}-${lastPort} is held by a live target; retry once one is done`)
+    throw unavailable(`every migration port of ${firstPort}-${lastPort} is held by a target still receiving; retry once one is done`)
   }
 
   /** Removes what a receive at `receiverUrl` leaves behind: the socket file of a Unix one. */

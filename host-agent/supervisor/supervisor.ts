@@ -335,12 +335,15 @@ export class Supervisor {
     return vmm
   }
 
-  /** The receiver URLs live targets hold, or are being recorded with. */
+  /**
+   * The receiver URLs of targets still receiving (a finished one listens no more), and of those
+   * being recorded.
+   */
   #takenReceiverUrls (): Set<string> {
     const taken = new Set(this.#receiversBeingRecorded)
     for (const vmm of this.all()) {
-      const { migration } = vmm.record
-      if (!vmm.terminal && migration?.role === 'target' && migration.receiverUrl !== null) taken.add(migration.receiverUrl)
+      const url = vmm.record.migration?.receiverUrl ?? null
+      if (vmm.migration.receiving && url !== null) taken.add(url)
     }
     return taken
   }
