@@ -325,9 +325,9 @@ export class VmmSupervisor {
   }
 
   async #conclude (observed: ExitObservation): Promise<void> {
-    if (!this.terminal) await this.migration.beforeEnd()
     this.release()
     if (this.terminal) return
+    await this.migration.beforeEnd()
     const { endsWithVmmShutdown } = observed.known
       ? { endsWithVmmShutdown: false }
       : await readEventFile(this.paths.events)
