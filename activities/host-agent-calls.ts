@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { VmmSpec, VmmView } from '../domain/host-agent-api.js'
+import type { IncomingMigration, VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from './host-agent-client.js'
 import { agentUrlOf, noteContactFailed, noteContactWorked } from './host-records.js'
@@ -23,12 +23,13 @@ export interface EnsureVmmInput extends VmmTarget {
   instanceId: string
   instanceName: string
   spec: VmmSpec
-  /** Set for a live migration's target: it receives the VM instead of booting one. */
-  incoming?: { migrationId: string }
+  /** Makes the VMM a live migration's target: it receives its VM instead of booting one. */
+  incoming?: IncomingMigration
 }
 
 export interface SendMigrationInput extends VmmTarget {
   migrationId: string
+  /** The target's `receiverUrl`, from its report. */
   destinationUrl: string
   downtimeMs: number
   timeoutS: number
@@ -81,9 +82,28 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
         spec: input.spec,
-        ...(input.incoming === undefined ? {} : { incoming: input.incoming })
+        ...input.incoming === undefined ? {} : { incoming: input.incoming }
       }))
       crashPoint('ensure.after-agent')
+      return toReport(view, input.hostId)
+    },
+
+    /** Has the source VMM send its VM to the target; the report's `migration` says how far it got. */
+    async sendMigration (input: SendMigrationInput): Promise<VmmReport> {
+      const { migrationId, destinationUrl, downtimeMs, timeoutS } = input
+      const view = await onAgent(deps, input.hostId, (url) => client.sendMigration(url, input.vmmId, { migrationId, destinationUrl, downtimeMs, timeoutS }))
+      crashPoint('send.after-agent')
+      return toReport(view, input.hostId)
+    },
+
+    /**
+     * Kills the migration's target unless it has finished receiving: the report shows phase
+     * `finished` (too late: the migration stands) or a concluded VMM. An agent with no record of
+     * the VMM fails it `VmmNotFound`, having fenced the ID so that no later ensure creates it.
+     */
+    async cancelIncomingMigration (input: CancelMigrationInput): Promise<VmmReport> {
+      const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
+      crashPoint('cancel.after-agent')
       return toReport(view, input.hostId)
     },
 
@@ -96,24 +116,6 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
     async rebootVmm (input: VmmTarget): Promise<VmmReport> {
       const view = await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId))
       crashPoint('reboot.after-agent')
-      return toReport(view, input.hostId)
-    },
-
-    /** Has the source VMM send its VM to the target's receiver; idempotent on the migration. */
-    async sendMigration (input: SendMigrationInput): Promise<VmmReport> {
-      const { hostId, vmmId, ...request } = input
-      const view = await onAgent(deps, hostId, (url) => client.sendMigration(url, vmmId, request))
-      crashPoint('send.after-agent')
-      return toReport(view, hostId)
-    },
-
-    /**
-     * Kills a migration's target unless it has finished receiving: the answer shows which (its
-     * half `finished`: committed after all; otherwise the VMM is gone).
-     */
-    async cancelIncomingMigration (input: CancelMigrationInput): Promise<VmmReport> {
-      const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
-      crashPoint('cancel.after-agent')
       return toReport(view, input.hostId)
     },
 

@@ -10,22 +10,22 @@
 import { z } from 'zod'
 import {
   agentErrorSchema,
-  type BaseImage,
   baseImageListSchema,
+  removedSchema,
+  storageListingSchema,
+  strayListSchema,
+  tapListSchema,
+  vmmListSchema,
+  vmmViewSchema,
+  type BaseImage,
   type CancelMigrationRequest,
   type EnsureVmmRequest,
   type PowerButtonRequest,
-  removedSchema,
   type SendMigrationRequest,
   type StorageListing,
-  storageListingSchema,
-  strayListSchema,
   type StrayView,
-  tapListSchema,
   type TapView,
-  vmmListSchema,
-  type VmmView,
-  vmmViewSchema
+  type VmmView
 } from '../domain/host-agent-api.js'
 import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
 
@@ -37,8 +37,23 @@ export interface HostAgentClientOptions {
 export class HostAgentClient {
   constructor (private readonly options: HostAgentClientOptions) {}
 
+  /** Ensures the VMM; with `incoming`, as a live migration's target that receives its VM. */
   async ensureVmm (agentUrl: string, vmmId: string, request: EnsureVmmRequest): Promise<VmmView> {
     return await this.call(agentUrl, 'PUT', `/v1/vmms/${vmmId}`, request, vmmViewSchema)
+  }
+
+  /** Has a running VMM send its VM to a migration's target; idempotent on the migration. */
+  async sendMigration (agentUrl: string, vmmId: string, request: SendMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/send`, request, vmmViewSchema)
+  }
+
+  /**
+   * Kills a migration's target unless it has finished receiving: the view shows phase `finished`
+   * (too late, the migration stands) or a concluded VMM. A VMM the agent has no record of is 404
+   * (`VmmNotFound`), and fenced: its ensure can no longer create it.
+   */
+  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
   }
 
   async getVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
@@ -60,14 +75,6 @@ export class HostAgentClient {
 
   async rebootVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
     return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/reboot`, {}, vmmViewSchema)
-  }
-
-  async sendMigration (agentUrl: string, vmmId: string, request: SendMigrationRequest): Promise<VmmView> {
-    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/send`, request, vmmViewSchema)
-  }
-
-  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
-    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
   }
 
   async listStrays (agentUrl: string): Promise<StrayView[]> {

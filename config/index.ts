@@ -6,7 +6,7 @@
  * `stackConfig`. The README's settings table lists the same variables.
  */
 import { cpus, totalmem } from 'node:os'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { z } from 'zod'
 import { DEFAULT_STOP_GRACE_SECONDS } from '../domain/limits.js'
 
@@ -35,6 +35,33 @@ const logSchema = z.object({
   VMPLANE_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   /** Human-readable logs (the dev stack turns this on); JSON lines otherwise. */
   VMPLANE_LOG_PRETTY: flag.default(false)
+})
+
+/**
+ * Where a live migration's target listens (`VMPLANE_MIGRATION_LISTEN`): `unix:<directory>` for
+ * hosts that share one machine's filesystem (tests, the dev stack), a socket per migration in it;
+ * `tcp:<address>:<first>-<last>` for real hosts, the address the other hosts reach this one at and
+ * a range of ports kept for migrations.
+ */
+export type MigrationListen =
+  | { kind: 'unix', dir: string }
+  | { kind: 'tcp', address: string, firstPort: number, lastPort: number }
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/
+const MIGRATION_LISTEN_RULE = 'must be unix:<absolute directory> or tcp:<IPv4 address or [IPv6 address]>:<first port>-<last port>'
+
+const migrationListen = z.string().transform((value, ctx): MigrationListen => {
+  const unix = /^unix:(\/[^\0]*)$/.exec(value)
+  if (unix !== null) return { kind: 'unix', dir: resolve(unix[1]!) }
+  const tcp = /^tcp:(.+):(\d{1,5})-(\d{1,5})$/.exec(value)
+  const address = tcp?.[1] ?? ''
+  const validAddress = IPV4.test(address) || (/^\[.+\]$/.test(address) && z.ipv6().safeParse(address.slice(1, -1)).success)
+  const [firstPort, lastPort] = [Number(tcp?.[2]), Number(tcp?.[3])]
+  if (tcp === null || !validAddress || firstPort < 1 || lastPort > 65535 || firstPort > lastPort) {
+    ctx.addIssue({ code: 'custom', message: MIGRATION_LISTEN_RULE })
+    return z.NEVER
+  }
+  return { kind: 'tcp', address, firstPort, lastPort }
 })
 
 export class ConfigError extends Error {
@@ -187,6 +214,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_STORAGE_GIB: count.optional(),
       VMPLANE_AGENT_NETNS: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be a network namespace name').optional(),
       VMPLANE_AGENT_BRIDGE: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('vmplane0'),
+      VMPLANE_MIGRATION_LISTEN: migrationListen.optional(),
       VMPLANE_SERIAL_LOG_KIB: count.default(1024),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
       VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
@@ -219,6 +247,8 @@ export function agentConfig (env: Env = process.env) {
     netns: a.VMPLANE_AGENT_NETNS ?? null,
     /** The bridge in that namespace every TAP is attached to. */
     bridge: a.VMPLANE_AGENT_BRIDGE,
+    /** Where this host's migration targets listen; by default a directory in the shared storage. */
+    migrationListen: a.VMPLANE_MIGRATION_LISTEN ?? { kind: 'unix', dir: join(resolve(a.VMPLANE_STORAGE_DIR), 'migrations') },
     serialLogBytes: a.VMPLANE_SERIAL_LOG_KIB * 1024,
     cloudHypervisor: a.VMPLANE_CLOUD_HYPERVISOR,
     capacity: { vcpus: a.VMPLANE_HOST_VCPUS, memoryMiB: a.VMPLANE_HOST_MEMORY_MIB },

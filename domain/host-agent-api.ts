@@ -87,6 +87,7 @@ export type VmmSpec = z.infer<typeof vmmSpecSchema>
  * its TAPs, which the agent makes with the names the source's VM config carries.
  */
 export const incomingMigrationSchema = z.strictObject({ migrationId: z.uuid() })
+export type IncomingMigration = z.infer<typeof incomingMigrationSchema>
 
 export const ensureVmmRequestSchema = z.strictObject({
   instanceId: z.uuid(),

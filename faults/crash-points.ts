@@ -27,9 +27,9 @@ export const CRASH_POINTS = [
   'reboot.after-agent',
   /** Worker: the agent killed and cleaned up a VMM. */
   'destroy.after-agent',
-  /** Worker: the source's agent issued a migration's send. */
+  /** Worker: the source's agent took a migration's send; the activity has not returned. */
   'send.after-agent',
-  /** Worker: the target's agent cancelled a migration (or found it committed). */
+  /** Worker: the target's agent answered a migration's cancel (killed the target, or found it committed). */
   'cancel.after-agent',
   /** Worker: an instance change (state, event, operation) committed. */
   'change.after-commit',
@@ -46,7 +46,13 @@ export const CRASH_POINTS = [
   /** Agent: an instance disk made in the storage directory; the VMM not spawned yet. */
   'agent.disk.after-create',
   /** Agent: a TAP made and not yet attached or UP; the VMM not spawned yet. */
-  'agent.tap.after-create'
+  'agent.tap.after-create',
+  /** Agent: a migration target's process is spawned; `vm.receive-migration` is not issued yet. */
+  'agent.migration.after-target-spawn',
+  /** Agent: a migration target's receive is issued and it listens (phase `ready` recorded). */
+  'agent.migration.after-receive',
+  /** Agent: a migration source's `vm.send-migration` is issued and its acceptance recorded. */
+  'agent.migration.after-send'
 ] as const
 export type CrashPoint = (typeof CRASH_POINTS)[number]
 

@@ -21,6 +21,7 @@ import { missingHostTools, withSbin } from './host-tools.js'
 import { StartupError, claimStateDir, findExecutable } from './state-dir.js'
 import { InstanceStorage } from './storage/instance-storage.js'
 import { RecordStore } from './store/record-store.js'
+import { MigrationTransport } from './supervisor/migration-transport.js'
 import { Supervisor } from './supervisor/supervisor.js'
 import { VmmDevices } from './supervisor/vmm-devices.js'
 
@@ -46,12 +47,14 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   }
   const releaseStateDir = await claimStateDir(config.stateDir)
   const cloudHypervisor = await findExecutable(config.cloudHypervisor)
-  log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir, storageDir: config.storageDir, netns: config.netns }, 'host agent starting')
+  log.info({ cloudHypervisor, stateDir: config.stateDir, imageDir: config.imageDir, storageDir: config.storageDir, netns: config.netns, migrationListen: config.migrationListen }, 'host agent starting')
   const images = new ImageResolver(config.imageDir)
   const storage = new InstanceStorage(config.storageDir, config.hostId, images)
   await storage.init()
   const taps = new TapDevices(config.netns, config.bridge)
   await taps.checkBridge().catch((err: Error) => { throw new StartupError(err.message) })
+  const transport = new MigrationTransport(config.migrationListen)
+  await transport.init()
 
   const temporal = new TemporalGateway(config.temporal)
   const metrics = new AgentMetrics(config.hostId)
@@ -78,9 +81,11 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     },
     store: new RecordStore(config.stateDir),
     devices: new VmmDevices(images, storage, taps),
+    transport,
     log,
     onChange: (vmm) => { outbox.notify(vmm) },
-    onKill: (cause) => { metrics.vmmKilled(cause) }
+    onKill: (cause) => { metrics.vmmKilled(cause) },
+    onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) }
   })
   metrics.readFrom({ vmmStates: () => supervisor.all().map((vmm) => vmm.record.state), outboxDepth: () => outbox.pending })
   await supervisor.start()

@@ -1,6 +1,7 @@
 /**
  * Refusals the agent answers with, each with the HTTP status its API documents. The HTTP layer
- * turns them into `{error, message}` bodies; nothing else needs to know about HTTP.
+ * turns them into `{error, message}` bodies; nothing else needs to know about HTTP. And how any
+ * error reads in a VMM's reason or a log line (`describeError`).
  */
 import { STATUS_CODES } from 'node:http'
 
@@ -15,3 +16,8 @@ export const badRequest = (message: string): AgentError => new AgentError(400, m
 export const notFound = (message: string): AgentError => new AgentError(404, message)
 export const conflict = (message: string): AgentError => new AgentError(409, message)
 export const unavailable = (message: string): AgentError => new AgentError(503, message)
+
+/** An error's message, for a reason or a log line; anything else thrown, as text. */
+export function describeError (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}

@@ -4,13 +4,18 @@
  *
  * - `vmplane_agent_vmms{state}`: the VMMs this agent knows, by state, read at each scrape.
  * - `vmplane_agent_vmm_kills_total{cause}`: SIGKILLs sent to VMM processes: `destroy`,
- *   `stop-deadline`, `boot-failed`, or `stray` (a process no record owns).
+ *   `stop-deadline`, `boot-failed`, `migration-failed` (a target whose receive failed),
+ *   `migration-cancelled`, or `stray` (a process no record owns).
+ * - `vmplane_agent_migrations_total{role, outcome}`: halves of live migrations this agent saw end,
+ *   by role (`source`, `target`) and outcome (`finished`, `failed`, `cancelled`).
  * - `vmplane_agent_report_lag_seconds`: from a VMM's change to Temporal accepting its report.
  * - `vmplane_agent_outbox_depth`: VMMs whose latest change Temporal has not yet accepted.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type { MigrationRole } from '../domain/vmm.js'
 
-export type KillCause = 'destroy' | 'stop-deadline' | 'boot-failed' | 'stray'
+export type KillCause = 'destroy' | 'stop-deadline' | 'boot-failed' | 'migration-failed' | 'migration-cancelled' | 'stray'
+export type MigrationOutcome = 'finished' | 'failed' | 'cancelled'
 
 export interface MetricSources {
   vmmStates: () => Iterable<string>
@@ -23,6 +28,13 @@ export class AgentMetrics {
     name: 'vmplane_agent_vmm_kills_total',
     help: 'SIGKILLs sent to VMM processes, by cause',
     labelNames: ['cause'] as const,
+    registers: [this.registry]
+  })
+
+  readonly #migrations = new Counter({
+    name: 'vmplane_agent_migrations_total',
+    help: 'Halves of live migrations that ended on this host, by role and outcome',
+    labelNames: ['role', 'outcome'] as const,
     registers: [this.registry]
   })
 
@@ -65,6 +77,10 @@ export class AgentMetrics {
 
   vmmKilled (cause: KillCause): void {
     this.#kills.inc({ cause })
+  }
+
+  migrationEnded (role: MigrationRole, outcome: MigrationOutcome): void {
+    this.#migrations.inc({ role, outcome })
   }
 
   reportAccepted (changedAt: string): void {

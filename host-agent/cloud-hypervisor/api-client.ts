@@ -7,9 +7,13 @@
  *   one and lets it go when idle.
  * - `Content-Length` is always set, from `Buffer.byteLength`: the VMM reads bodies only through
  *   it. Endpoints without a body get none (`Content-Length: 0`); they answer 400 to any body.
- * - Every call has a timeout, except the long ones (`vm.boot`, `vm.reboot`), which take an
- *   AbortSignal instead: a boot may legitimately take long, and while it runs the VMM answers
- *   nothing else, so its caller decides when to give up.
+ * - Every call has a timeout, except the long ones (`vm.boot`, `vm.reboot`,
+ *   `vm.receive-migration`), which take an AbortSignal instead: a boot may legitimately take long,
+ *   a receive lasts as long as the migration, and while either runs the VMM answers nothing else,
+ *   so its caller decides when to give up. `vm.info` takes one too when the caller knows the API
+ *   is held (a receive an earlier agent issued) and wants the answer whenever it comes.
+ * - `vm.send-migration` is not long: since v53 it answers once the migration's worker runs, and
+ *   the migration's progress and end come as events.
  * - Errors come back as `VmmApiError` with the status and the JSON-array error chain, or as
  *   `VmmUnreachableError` when there is no usable answer (errors.ts).
  */
@@ -25,6 +29,13 @@ export interface VmmPingResponse {
 }
 
 export type VmState = 'Created' | 'Running' | 'Shutdown' | 'Paused' | 'BreakPoint'
+
+/** The body of `vm.send-migration` (the spec's SendMigrationData, the fields vmplane sets). */
+export interface SendMigrationData {
+  destination_url: string
+  downtime_ms: number
+  timeout_s: number
+}
 
 export interface VmInfo {
   config: VmConfig
@@ -72,8 +83,19 @@ export class CloudHypervisorClient {
     await this.#call('PUT', 'vm.reboot', { signal })
   }
 
-  async info (): Promise<VmInfo> {
-    return await this.#call('GET', 'vm.info') as VmInfo
+  /** The VM's config and state; with a signal, waits for an API held by a long call instead of timing out. */
+  async info (signal?: AbortSignal): Promise<VmInfo> {
+    return await this.#call('GET', 'vm.info', { signal }) as VmInfo
+  }
+
+  /** Listens at `receiverUrl` and receives a VM; answers when the migration has ended (a long call). */
+  async receiveMigration (receiverUrl: string, signal: AbortSignal): Promise<void> {
+    await this.#call('PUT', 'vm.receive-migration', { body: { receiver_url: receiverUrl }, signal })
+  }
+
+  /** Starts sending the VM; answers once the migration is under way (v53+). */
+  async sendMigration (data: SendMigrationData): Promise<void> {
+    await this.#call('PUT', 'vm.send-migration', { body: data })
   }
 
   async powerButton (): Promise<void> {

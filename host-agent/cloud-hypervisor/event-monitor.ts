@@ -10,11 +10,13 @@
  * drops an unterminated tail that grows past a bound.
  *
  * `EventFileTail` follows a live file with inotify (`fs.watch`): no polling while nothing is
- * written. `readEventFile` reads the end of the file of a VMM that is already gone.
+ * written. `readEventFile` reads the end of the file of a VMM that is already gone. Both may start
+ * at an offset the agent took earlier with `eventFileSize`: each event is one `write()` of the
+ * VMM's, so a size read between writes falls on an event's boundary.
  */
 import { EventEmitter } from 'node:events'
 import { watch, type FSWatcher } from 'node:fs'
-import { open } from 'node:fs/promises'
+import { open, stat } from 'node:fs/promises'
 import { StringDecoder } from 'node:string_decoder'
 
 export interface VmmEvent {
@@ -101,13 +103,13 @@ export class EventStreamParser {
 const MAX_FILE_READ_BYTES = 1024 * 1024
 
 /**
- * The events of a file the VMM no longer writes (its last MiB, if it is larger), and whether it
- * ends with the VMM's own clean exit.
+ * The events of a file the VMM no longer writes, from `from` (its last MiB at most), and whether
+ * it ends with the VMM's own clean exit.
  */
-export async function readEventFile (path: string): Promise<{ events: VmmEvent[], endsWithVmmShutdown: boolean }> {
+export async function readEventFile (path: string, from = 0): Promise<{ events: VmmEvent[], endsWithVmmShutdown: boolean }> {
   let text: string
   try {
-    text = await readEnd(path)
+    text = await readEnd(path, from)
   } catch {
     return { events: [], endsWithVmmShutdown: false }
   }
@@ -117,16 +119,25 @@ export async function readEventFile (path: string): Promise<{ events: VmmEvent[]
   return { events, endsWithVmmShutdown: last?.source === 'vmm' && last.event === 'shutdown' }
 }
 
-async function readEnd (path: string): Promise<string> {
+/** The size of an event file now: where the events written from now on begin (0 if there is none). */
+export async function eventFileSize (path: string): Promise<number> {
+  try {
+    return (await stat(path)).size
+  } catch {
+    return 0
+  }
+}
+
+async function readEnd (path: string, from: number): Promise<string> {
   const handle = await open(path, 'r')
   try {
     const { size } = await handle.stat()
-    const start = Math.max(0, size - MAX_FILE_READ_BYTES)
+    const start = Math.min(size, Math.max(from, size - MAX_FILE_READ_BYTES))
     const buffer = Buffer.alloc(size - start)
     await handle.read(buffer, 0, buffer.length, start)
     const text = buffer.toString('utf8')
-    // Started in the middle of the file: skip to the first event boundary.
-    return start === 0 ? text : text.slice(text.indexOf(SEPARATOR) + SEPARATOR.length)
+    // Cut to its last MiB, the text starts in the middle of an event: skip to the next boundary.
+    return start === from ? text : text.slice(text.indexOf(SEPARATOR) + SEPARATOR.length)
   } finally {
     await handle.close()
   }
@@ -155,15 +166,17 @@ export class EventFileTail extends EventEmitter<EventFileTailEvents> {
     super()
   }
 
-  /** Starts following; `fromEnd` skips what the file already holds. */
-  async start (fromEnd: boolean): Promise<void> {
-    if (fromEnd) {
+  /** Starts following at `from`: a byte offset, or `end` to skip what the file already holds. */
+  async start (from: number | 'end'): Promise<void> {
+    if (from === 'end') {
       const handle = await open(this.path, 'r')
       try {
         this.#offset = (await handle.stat()).size
       } finally {
         await handle.close()
       }
+    } else {
+      this.#offset = from
     }
     this.#watcher = watch(this.path, { persistent: false }, () => { this.#readMore() })
     this.#watcher.on('error', (err) => { this.emit('unreadable', err) })

@@ -11,9 +11,19 @@
  * never needs since the agent makes its TAPs (a missing TAP then fails the boot instead of
  * being created by the VMM). Each execs the next, so the PID, the start time and the command
  * line the agent later recognises are the VMM's own.
+ *
+ * The process's working directory is its own VMM directory, and the VM config names the serial
+ * socket relative to it (`SERIAL_SOCKET`). A live migration carries the VM config to the target,
+ * whose VMM directory is another one on another host: an absolute path would make the target bind
+ * its serial socket in the source's directory (missing there, or the source's own), while the
+ * relative one lands in whichever directory the VMM runs in. The agent itself connects its console
+ * relay by the absolute path (`VmmPaths.console`).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
+
+/** The serial port's socket as the VM config names it: relative to the VMM's working directory. */
+export const SERIAL_SOCKET = 'con.sock'
 
 /** The files of one VMM, all inside its directory. */
 export interface VmmPaths {
@@ -21,7 +31,7 @@ export interface VmmPaths {
   apiSocket: string
   events: string
   log: string
-  /** The serial port's socket (mode Socket), which the agent's console relay connects to. */
+  /** The serial port's socket (mode Socket), `SERIAL_SOCKET` in the directory, which the agent's console relay connects to. */
   console: string
   /** What the guest printed, kept by the agent, capped in size (console/serial-console.ts). */
   serialLog: string
@@ -33,7 +43,7 @@ export function vmmPaths (dir: string): VmmPaths {
     apiSocket: join(dir, 'api.sock'),
     events: join(dir, 'events'),
     log: join(dir, 'ch.log'),
-    console: join(dir, 'con.sock'),
+    console: join(dir, SERIAL_SOCKET),
     serialLog: join(dir, 'serial.log')
   }
 }
@@ -58,6 +68,7 @@ export function vmmArguments (paths: VmmPaths): string[] {
 export function launchVmm (binary: string, paths: VmmPaths, prefix: readonly string[] = []): ChildProcess {
   const [program, ...args] = [...prefix, binary, ...vmmArguments(paths)]
   const child = spawn(program!, args, {
+    // The VM config's serial socket is relative to this (see the module comment).
     cwd: paths.dir,
     detached: true,
     stdio: 'ignore',

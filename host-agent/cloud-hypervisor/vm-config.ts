@@ -7,7 +7,8 @@
  * - memory `size` is in bytes;
  * - the console is `Off`: its default, `Tty`, would write to a daemon's stdout;
  * - the serial port is a Unix socket (mode `Socket`) the agent's console relay stays connected
- *   to, keeping a log and serving interactive consoles;
+ *   to, keeping a log and serving interactive consoles; its path is relative to the VMM's working
+ *   directory, so the config a migration carries to another host is valid there (launch.ts);
  * - disks always carry `image_type`: auto-detection is deprecated and disables writes to
  *   sector 0 of a raw image it detected; a qcow2 overlay needs `backing_files: true` (off by
  *   default since v48), and its backing file is an absolute path, the same on every host;
@@ -71,6 +72,7 @@ export interface ResolvedBootFiles {
 
 const MIB = 1024 * 1024
 
+/** `serialSocket` is relative to the VMM's working directory (launch.ts `SERIAL_SOCKET`). */
 export function buildVmConfig (spec: VmmSpec, files: ResolvedBootFiles, serialSocket: string): VmConfig {
   const payload: PayloadConfig = { kernel: files.kernel }
   if (files.initramfs !== null) payload.initramfs = files.initramfs

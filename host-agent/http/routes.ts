@@ -9,8 +9,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import type { Registry } from 'prom-client'
 import {
   agentHealthSchema,
+  cancelMigrationRequestSchema,
   ensureVmmRequestSchema,
   powerButtonRequestSchema,
+  sendMigrationRequestSchema,
   strayListSchema,
   strayParamsSchema,
   strayQuerySchema,
@@ -60,6 +62,14 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
   app.post('/v1/vmms/:id/reboot', {
     schema: { params, body: z.strictObject({}).nullish(), response: view }
   }, async (request) => await supervisor.reboot(request.params.id))
+
+  app.post('/v1/vmms/:id/migration/send', {
+    schema: { params, body: sendMigrationRequestSchema, response: view }
+  }, async (request) => await supervisor.sendMigration(request.params.id, request.body))
+
+  app.post('/v1/vmms/:id/migration/cancel', {
+    schema: { params, body: cancelMigrationRequestSchema, response: view }
+  }, async (request) => await supervisor.cancelMigration(request.params.id, request.body))
 
   app.delete('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
     return await supervisor.destroy(request.params.id)

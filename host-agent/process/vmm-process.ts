@@ -8,7 +8,8 @@
  *   ended is unknown.
  *
  * `killGroup` sends SIGKILL to the process group only while the group leader is provably the
- * same process, so a reused PID is never killed.
+ * same process, so a reused PID is never killed; `signalGroup` does the same for the signals that
+ * freeze and thaw it (SIGSTOP, SIGCONT).
  */
 import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -67,15 +68,21 @@ export class VmmProcess {
 
   /** SIGKILL to the VMM's process group; false when the process is already gone. */
   killGroup (): boolean {
+    if (!this.signalGroup('SIGKILL')) return false
+    // An adopted process's end is seen only by polling: look often now that it is due.
+    if (this.child === null) this.#pollEvery(KILL_POLL_MS)
+    return true
+  }
+
+  /** A signal to the VMM's process group; false when the process is already gone. */
+  signalGroup (signal: 'SIGKILL' | 'SIGSTOP' | 'SIGCONT'): boolean {
     if (!this.alive) return false
     if (this.child === null && this.startTime === null) return false
     try {
-      process.kill(-this.pid, 'SIGKILL')
+      process.kill(-this.pid, signal)
     } catch {
       return false
     }
-    // An adopted process's end is seen only by polling: look often now that it is due.
-    if (this.child === null) this.#pollEvery(KILL_POLL_MS)
     return true
   }
 

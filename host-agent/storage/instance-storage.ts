@@ -81,6 +81,10 @@ export class InstanceStorage {
     return await exists(this.diskPath(disk))
   }
 
+  async hasSeed (instanceId: string): Promise<boolean> {
+    return await exists(this.seedPath(instanceId))
+  }
+
   /** The disk, made if it is missing. */
   async ensureDisk (disk: VmmDisk): Promise<ResolvedDisk> {
     const path = this.diskPath(disk)
@@ -100,7 +104,7 @@ export class InstanceStorage {
   /** The instance's seed, made if it is missing; read-only to the guest. */
   async ensureSeed (instanceId: string, cloudInit: CloudInit, interfaces: readonly VmmInterface[]): Promise<ResolvedDisk> {
     const path = this.seedPath(instanceId)
-    if (!await exists(path)) {
+    if (!await this.hasSeed(instanceId)) {
       await this.#make(path, async (partial) => { await buildSeed(partial, instanceId, cloudInit, interfaces) })
     }
     return { path, imageType: 'Raw', readonly: true }

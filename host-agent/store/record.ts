@@ -7,7 +7,7 @@
  * the last one Temporal accepted. The gap between them is the report outbox (reports/outbox.ts).
  */
 import { z } from 'zod'
-import { vmmMigrationSchema, vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
+import { incomingMigrationSchema, sendMigrationRequestSchema, vmmMigrationSchema, vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
 import { VMM_EXIT_CAUSES, VMM_STATES, type VmmReport } from '../../domain/vmm.js'
 
 const exitSchema = z.object({
@@ -21,9 +21,24 @@ const exitSchema = z.object({
  * right even if the agent dies between the kill and the exit.
  */
 const pendingKillSchema = z.object({
-  cause: z.enum(['stop-deadline', 'boot-failed']),
+  cause: z.enum(['stop-deadline', 'boot-failed', 'migration-failed', 'migration-cancelled']),
   reason: z.string()
 })
+
+/**
+ * A source's send as it was asked for, and how far the agent got with it: enough to issue it
+ * again after an agent restart that came between the record and the call, and never twice.
+ */
+const outgoingMigrationSchema = sendMigrationRequestSchema.extend({
+  /**
+   * Where this migration's events begin in the VMM's event file: what comes before is an earlier
+   * migration's, and a restarted agent reads from here.
+   */
+  eventsFrom: z.number().int().nonnegative(),
+  /** Cloud Hypervisor took the send: it answered 204, or its events show the migration started. */
+  accepted: z.boolean()
+})
+export type OutgoingMigration = z.infer<typeof outgoingMigrationSchema>
 
 export const agentVmmRecordSchema = z.object({
   id: z.uuid(),
@@ -45,7 +60,11 @@ export const agentVmmRecordSchema = z.object({
   destroyRequested: z.boolean(),
   pendingKill: pendingKillSchema.nullable(),
   /** The VMM's half of a live migration; records written before migration existed have none. */
-  migration: vmmMigrationSchema.nullable().default(null)
+  migration: vmmMigrationSchema.nullable().default(null),
+  /** Set for a VMM ensured as a migration's target: it receives its VM instead of booting one. */
+  incoming: incomingMigrationSchema.nullable().default(null),
+  /** Set once the VMM was asked to send its VM (the latest send, while `migration` is its half). */
+  outgoing: outgoingMigrationSchema.nullable().default(null)
 })
 export type AgentVmmRecord = z.infer<typeof agentVmmRecordSchema>
 export type PendingKill = z.infer<typeof pendingKillSchema>

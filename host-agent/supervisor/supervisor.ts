@@ -7,14 +7,17 @@
  * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID checks the images it names
  * (refusing names that escape the image directory), writes the record, and only then makes the
  * VMM's devices and spawns the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
- * first. The answer is the VMM's first report: `starting` is not sent again through the
+ * first. An ensure with `incoming` makes a live migration's target (vmm-migration.ts): its
+ * receiver URL is chosen (migration-transport.ts) and recorded with it, and a repeat must name the
+ * same migration. The answer is the VMM's first report: `starting` is not sent again through the
  * outbox, which saves each create a signal and a workflow task. An ID that belongs to another
  * instance, or whose VMM was destroyed, is refused with 409: the record of a destroyed VMM is a
  * tombstone, so a retry that arrives after a delete can never bring the VMM back.
  *
  * Start-up adopts instead of killing. Each record's process is looked for (adoption.ts): found,
- * it is adopted and resumes what it was doing (a boot, a reboot, a stop with its deadline); not
- * found, a VMM that never got past `starting` is spawned again, and any other is recorded as
+ * it is adopted and resumes what it was doing (a boot, a reboot, a stop with its deadline, a
+ * migration); not found, a VMM that never got past `starting` is spawned again (a migration's
+ * target only if it never had a process: a target is single-use), and any other is recorded as
  * ended with what its event file says. VMM processes of this agent's making that no record owns
  * are killed; one whose record exists but cannot be read is left alone and logged, since nobody
  * can tell what it is. The current state of every live VMM, and every report not yet accepted,
@@ -25,7 +28,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { EnsureVmmRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
+import type { CancelMigrationRequest, EnsureVmmRequest, SendMigrationRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
 import { tapNameOf } from '../../domain/interfaces.js'
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
 import { crashPoint } from '../../faults/crash-points.js'
@@ -47,6 +50,8 @@ export interface EnsureResult {
 export class Supervisor {
   readonly #vmms = new Map<string, VmmSupervisor>()
   readonly #ensuring = new Map<string, Promise<unknown>>()
+  /** Receiver URLs chosen for targets whose records are being written: no other target takes them. */
+  readonly #receiversBeingRecorded = new Set<string>()
   #purgeTimer: NodeJS.Timeout | null = null
 
   constructor (private readonly context: VmmContext) {}
@@ -99,19 +104,41 @@ export class Supervisor {
     return vmm.view()
   }
 
+  /** Sends the VMM's VM to a migration's target (idempotent on the migration). */
+  async sendMigration (id: string, request: SendMigrationRequest): Promise<VmmView> {
+    const vmm = await this.get(id)
+    await vmm.migration.send(request)
+    return vmm.view()
+  }
+
+  /**
+   * Kills a migration's target unless it has finished receiving. An ID this agent has no record
+   * of is fenced, as by a delete: a target whose ensure the cancel overtook is never started.
+   */
+  async cancelMigration (id: string, request: CancelMigrationRequest): Promise<VmmView> {
+    const vmm = await this.#getOrFence(id)
+    await vmm.migration.cancel(request.migrationId)
+    return vmm.view()
+  }
+
   /**
    * Kills and cleans up the VMM. An ID this agent has no record of is fenced before the 404, so
    * an ensure of it that arrives later (a retry that a delete overtook) can never create it.
    */
   async destroy (id: string): Promise<VmmView> {
+    const vmm = await this.#getOrFence(id)
+    await vmm.destroy()
+    return vmm.view()
+  }
+
+  async #getOrFence (id: string): Promise<VmmSupervisor> {
     await this.#ensuring.get(id)?.catch(() => {})
     const vmm = this.#vmms.get(id)
     if (vmm === undefined) {
       await this.context.store.fence(id)
       throw notFound(`no VMM ${id} on this host; the ID is fenced and will never be created`)
     }
-    await vmm.destroy()
-    return vmm.view()
+    return vmm
   }
 
   /** The live VMM whose spec has the TAP, by TAP name. */
@@ -240,7 +267,8 @@ export class Supervisor {
     const identity = recorded !== null && isRunning(recorded) ? recorded : found
     if (identity !== null) {
       await vmm.adopt(identity)
-    } else if (record.state === 'starting' && !record.destroyRequested && record.stopDeadline === null && record.pendingKill === null) {
+    } else if (record.state === 'starting' && !record.destroyRequested && record.stopDeadline === null && record.pendingKill === null &&
+      (record.incoming === null || record.pid === null)) {
       vmm.log.info('VMM process of a starting VMM is gone; spawning it again')
       await vmm.spawn()
     } else {
@@ -251,8 +279,21 @@ export class Supervisor {
   async #create (id: string, request: EnsureVmmRequest): Promise<VmmSupervisor> {
     const { store, devices } = this.context
     if (await store.isFenced(id)) throw conflict(`VMM ${id} was destroyed before it was created; a VMM ID is never used again`)
-    await devices.check(request.spec)
+    const { incoming } = request
+    await devices.check(request.spec, incoming !== undefined)
     const now = new Date().toISOString()
+    const receiverUrl = incoming === undefined ? null : this.context.transport.receiverUrl(incoming.migrationId, this.#takenReceiverUrls())
+    if (receiverUrl !== null) this.#receiversBeingRecorded.add(receiverUrl)
+    try {
+      return await this.#record(id, request, now, receiverUrl)
+    } finally {
+      if (receiverUrl !== null) this.#receiversBeingRecorded.delete(receiverUrl)
+    }
+  }
+
+  async #record (id: string, request: EnsureVmmRequest, now: string, receiverUrl: string | null): Promise<VmmSupervisor> {
+    const { store } = this.context
+    const { incoming } = request
     const record: AgentVmmRecord = {
       id,
       instanceId: request.instanceId,
@@ -265,13 +306,17 @@ export class Supervisor {
       pidStartTime: null,
       createdAt: now,
       updatedAt: now,
-      reason: 'VMM requested',
+      reason: incoming === undefined ? 'VMM requested' : `VMM requested as the target of migration ${incoming.migrationId}`,
       exit: null,
       stopDeadline: null,
       unresponsiveSince: null,
       destroyRequested: false,
       pendingKill: null,
-      migration: null
+      migration: incoming === undefined
+        ? null
+        : { id: incoming.migrationId, role: 'target', phase: 'preparing', receiverUrl, iterations: 0, progressAt: now, reason: null },
+      incoming: incoming ?? null,
+      outgoing: null
     }
     try {
       await store.createDir(id)
@@ -285,9 +330,22 @@ export class Supervisor {
     this.#vmms.set(id, vmm)
     // No report of generation 1: the answer to this ensure carries it to the caller, the VMM's
     // own execution. The outbox hears of the VMM at its next change, or at an agent restart.
-    vmm.log.info({ instanceName: request.instanceName }, 'VMM recorded; starting its process')
+    vmm.log.info({ instanceName: request.instanceName, incoming, receiverUrl }, 'VMM recorded; starting its process')
     await vmm.spawn()
     return vmm
+  }
+
+  /**
+   * The receiver URLs of targets still receiving (a finished one listens no more), and of those
+   * being recorded.
+   */
+  #takenReceiverUrls (): Set<string> {
+    const taken = new Set(this.#receiversBeingRecorded)
+    for (const vmm of this.all()) {
+      const url = vmm.record.migration?.receiverUrl ?? null
+      if (vmm.migration.receiving && url !== null) taken.add(url)
+    }
+    return taken
   }
 
   #checkSame (vmm: VmmSupervisor, request: EnsureVmmRequest): VmmSupervisor {
@@ -300,6 +358,9 @@ export class Supervisor {
     }
     if (!isDeepStrictEqual(normalise(record.spec), normalise(request.spec))) {
       throw conflict(`VMM ${record.id} exists with a different spec`)
+    }
+    if (record.incoming?.migrationId !== request.incoming?.migrationId) {
+      throw conflict(`VMM ${record.id} exists ${record.incoming === null ? 'to boot its VM' : `as the target of migration ${record.incoming.migrationId}`}, not as asked`)
     }
     return vmm
   }

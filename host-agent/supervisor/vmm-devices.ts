@@ -8,10 +8,16 @@
  *
  * `release` removes the TAPs once the VMM is gone; disks and seeds outlive VMMs (they persist
  * across stop and start) and go only when the control plane deletes them.
+ *
+ * A live migration's target (`prepareIncoming`) makes its TAPs, with the names the VM config in
+ * the migration stream carries (they derive from the interfaces' IDs, the same on every host), but
+ * never a disk or a seed: those must already be in the shared storage, as the source uses them.
+ * One made here would be new and empty (a fresh overlay of the base image), and the VM would
+ * silently run on it in place of its own disk.
  */
 import type { VmmSpec } from '../../domain/host-agent-api.js'
 import { macOf, netQueuesFor, tapNameOf } from '../../domain/interfaces.js'
-import type { ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
+import type { ResolvedBootFiles, ResolvedNet } from '../cloud-hypervisor/vm-config.js'
 import type { ImageResolver } from '../images.js'
 import type { TapDevices } from '../network/taps.js'
 import type { InstanceStorage } from '../storage/instance-storage.js'
@@ -28,9 +34,11 @@ export class VmmDevices {
    * an ImageError is the caller's mistake. A boot disk already made needs its base image no more
    * (the overlay's backing file is in the storage).
    */
-  async check (spec: VmmSpec): Promise<void> {
+  async check (spec: VmmSpec, incoming: boolean): Promise<void> {
     await this.images.resolve(spec.boot.kernel)
     if (spec.boot.initramfs !== undefined) await this.images.resolve(spec.boot.initramfs)
+    // A target never makes its disks, so it needs no base image: a missing disk fails it instead.
+    if (incoming) return
     for (const disk of spec.disks ?? []) {
       if (disk.image !== undefined && !await this.storage.hasDisk(disk)) await this.images.baseImage(disk.image)
     }
@@ -43,10 +51,26 @@ export class VmmDevices {
     for (const disk of spec.disks ?? []) disks.push(await this.storage.ensureDisk(disk))
     const interfaces = spec.interfaces ?? []
     if (spec.cloudInit !== undefined) disks.push(await this.storage.ensureSeed(instanceId, spec.cloudInit, interfaces))
+    const nets = await this.#ensureTaps(spec)
+    return { kernel, initramfs, disks, nets }
+  }
+
+  /** What a migration's target needs before it starts: its disks and seed found, its TAPs made. */
+  async prepareIncoming (instanceId: string, spec: VmmSpec): Promise<void> {
+    const missing: string[] = []
+    for (const disk of spec.disks ?? []) if (!await this.storage.hasDisk(disk)) missing.push(`disk ${disk.id}`)
+    if (spec.cloudInit !== undefined && !await this.storage.hasSeed(instanceId)) missing.push(`the cloud-init seed of instance ${instanceId}`)
+    if (missing.length > 0) {
+      throw new Error(`${missing.join(' and ')} not found in the storage; a migration's target uses the source's and never makes one`)
+    }
+    await this.#ensureTaps(spec)
+  }
+
+  async #ensureTaps (spec: VmmSpec): Promise<ResolvedNet[]> {
+    const interfaces = spec.interfaces ?? []
     const numQueues = netQueuesFor(spec.vcpus)
     for (const nic of interfaces) await this.taps.ensure(tapNameOf(nic.id), numQueues > 2)
-    const nets = interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
-    return { kernel, initramfs, disks, nets }
+    return interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
   }
 
   /** Removes the VMM's TAPs; what cannot be removed now is left for the reconciler. */

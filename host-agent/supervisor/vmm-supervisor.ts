@@ -16,9 +16,10 @@
  * `failed` (exit-classification.ts). An API that stops answering is a condition
  * (`unresponsiveSince`), not an end (I2).
  *
- * Long calls do not block short ones. `vm.boot` and `vm.reboot` run in the background with an
- * AbortController; while one runs the VMM answers nothing else, so pings and power-button
- * presses are skipped rather than queued behind it, and a kill aborts it.
+ * Long calls do not block short ones. `vm.boot`, `vm.reboot` and a migration target's
+ * `vm.receive-migration` run in the background with an AbortController; while one runs the VMM
+ * answers nothing else, so pings and power-button presses are skipped rather than queued behind
+ * it, and a kill aborts it.
  *
  * Devices come before the process. The VMM's disks, seed and TAPs (vmm-devices.ts) are made,
  * or found, after its record is written and before its process is spawned; a VMM whose devices
@@ -31,29 +32,35 @@
  * and at every interval, and arms a timer that kills the process group at the deadline whatever
  * the API or the guest does; a restarted agent re-arms it from the record.
  *
+ * Live migration (vmm-migration.ts). A VMM ensured as a migration's target starts empty and
+ * receives its VM instead of booting one; a running VMM may send its VM to a target. Its half of
+ * the migration moves with its events, and a stop or a kill of either half works as on any VMM.
+ *
  * Every change the control plane should hear about bumps `generation`, is persisted, and is
  * handed to the report outbox (`onChange`).
  */
 import { writeFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { VmmView } from '../../domain/host-agent-api.js'
-import { isTerminalVmmState } from '../../domain/vmm.js'
+import { isTerminalVmmState, type MigrationRole } from '../../domain/vmm.js'
 import { CloudHypervisorClient, type VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
 import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
-import { vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
+import { SERIAL_SOCKET, vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
 import { SerialConsole } from '../console/serial-console.js'
 import { crashPoint } from '../../faults/crash-points.js'
-import { conflict, unavailable } from '../errors.js'
-import type { KillCause } from '../metrics.js'
+import { conflict, describeError, unavailable } from '../errors.js'
+import type { KillCause, MigrationOutcome } from '../metrics.js'
 import type { ProcessIdentity } from '../process/proc.js'
 import { VmmProcess, type ExitObservation } from '../process/vmm-process.js'
 import type { RecordStore } from '../store/record-store.js'
 import { toView, type AgentVmmRecord, type PendingKill } from '../store/record.js'
 import { classifyExit } from './exit-classification.js'
+import type { MigrationTransport } from './migration-transport.js'
 import { removeSocketFiles } from './socket-files.js'
 import type { VmmDevices } from './vmm-devices.js'
+import { MigrationHalf } from './vmm-migration.js'
 
 export interface VmmSettings {
   hostId: string
@@ -77,11 +84,15 @@ export interface VmmContext {
   settings: VmmSettings
   store: RecordStore
   devices: VmmDevices
+  /** Where migration targets listen. */
+  transport: MigrationTransport
   log: Logger
   /** Called after every change that bumped the generation. */
   onChange: (vmm: VmmSupervisor) => void
   /** Called for every SIGKILL sent to a VMM process (the agent's metrics count them). */
   onKill: (cause: KillCause) => void
+  /** Called once for each half of a migration that ends (the agent's metrics count them). */
+  onMigrationEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
 }
 
 const API_READY_POLL_MS = 20
@@ -96,6 +107,8 @@ export class VmmSupervisor {
   #process: VmmProcess | null = null
   #client: CloudHypervisorClient
   readonly console: SerialConsole
+  /** The VMM's half of a live migration, if it has one. */
+  readonly migration: MigrationHalf
   #tail: EventFileTail | null = null
   #longCall: AbortController | null = null
   #agentRebootInFlight = false
@@ -115,6 +128,25 @@ export class VmmSupervisor {
     this.log = context.log.child({ vmmId: record.id, instanceId: record.instanceId })
     this.#client = new CloudHypervisorClient(this.paths.apiSocket, context.settings.vmmCallTimeoutMs)
     this.console = new SerialConsole(this.paths.console, this.paths.serialLog, context.settings.serialLogBytes, this.log)
+    this.migration = new MigrationHalf({
+      record,
+      log: this.log,
+      client: this.#client,
+      eventsPath: this.paths.events,
+      process: () => this.#process,
+      update: async (changes, bump) => { await this.#update(changes, bump) },
+      killFor: async (pendingKill) => { await this.#killFor(pendingKill) },
+      holdApi: () => {
+        this.#longCall = new AbortController()
+        return this.#longCall
+      },
+      releaseApi: (abort) => { this.#endLongCall(abort) },
+      waitForApi: async (signal) => { await this.#waitForApi(signal) },
+      diedDuring: async (err) => await this.#diedDuring(err),
+      catchUpEvents: async () => { await this.#tail?.catchUp() },
+      startConsole: () => { this.console.start() },
+      waitForEnd: async () => { await this.#waitForEnd() }
+    }, { transport: context.transport, onEnded: context.onMigrationEnded })
   }
 
   get id (): string {
@@ -131,12 +163,14 @@ export class VmmSupervisor {
 
   /**
    * Makes the devices of a `starting` VMM whose record is on disk, starts its process, then boots
-   * it in the background.
+   * it in the background, or, for a migration's target, has it receive its VM.
    */
   async spawn (): Promise<void> {
-    let bootFiles: ResolvedBootFiles
+    const incoming = this.record.incoming !== null
+    let bootFiles: ResolvedBootFiles | null = null
     try {
-      bootFiles = await this.context.devices.prepare(this.record.instanceId, this.record.spec)
+      if (incoming) await this.context.devices.prepareIncoming(this.record.instanceId, this.record.spec)
+      else bootFiles = await this.context.devices.prepare(this.record.instanceId, this.record.spec)
     } catch (err) {
       await this.#failWithoutProcess(`cannot prepare the VM's devices: ${describeError(err)}`)
       return
@@ -153,14 +187,16 @@ export class VmmSupervisor {
     }
     this.log.info({ pid: vmmProcess.pid }, 'VMM process started')
     await this.#update({ pid: vmmProcess.pid, pidStartTime: vmmProcess.startTime }, false)
-    crashPoint('agent.ensure.after-spawn')
-    this.#attach(vmmProcess, false)
-    this.#background(this.#boot(bootFiles, false), 'boot')
+    crashPoint(incoming ? 'agent.migration.after-target-spawn' : 'agent.ensure.after-spawn')
+    this.#attach(vmmProcess, 0)
+    if (incoming) this.#background(this.migration.receive(), 'migration receive')
+    else this.#background(this.#boot(bootFiles, false), 'boot')
   }
 
   /** A boot that failed before there was a process: nothing runs, only the devices are released. */
   async #failWithoutProcess (reason: string): Promise<void> {
     await this.#releaseDevices()
+    await this.migration.beforeEnd(reason)
     await this.#update({ state: 'failed', exit: { cause: 'boot-failed', code: null, signal: null }, reason })
   }
 
@@ -170,10 +206,14 @@ export class VmmSupervisor {
       await this.#update({ pid: identity.pid, pidStartTime: identity.startTime }, false)
     }
     this.log.info({ pid: identity.pid, state: this.record.state }, 'adopted running VMM process')
-    this.#attach(VmmProcess.adopt(identity, this.context.settings.processPollMs), true)
-    this.console.start()
-    if (this.record.state === 'starting') this.#background(this.#boot(null, true), 'resumed boot')
+    // A half in progress is followed from where its events begin: what happened meanwhile is applied in order.
+    this.#attach(VmmProcess.adopt(identity, this.context.settings.processPollMs), this.migration.inProgress ? this.migration.eventsFrom : 'end')
+    // A target's console is relayed from the commit point on.
+    if (!this.migration.receiving) this.console.start()
+    if (this.migration.receiving) this.#background(this.migration.resumeReceive(), 'resumed migration receive')
+    else if (this.record.state === 'starting') this.#background(this.#boot(null, true), 'resumed boot')
     if (this.record.state === 'rebooting') this.#background(this.#settleInterruptedReboot(), 'resumed reboot')
+    if (this.record.migration?.role === 'source' && this.migration.inProgress) this.#background(this.migration.resumeSend(), 'resumed migration send')
     if (this.record.stopDeadline !== null && !this.terminal) this.#armStop()
   }
 
@@ -203,6 +243,8 @@ export class VmmSupervisor {
 
   async reboot (): Promise<void> {
     if (this.record.state !== 'running') throw conflict(`cannot reboot VMM ${this.id}: it is ${this.record.state}`)
+    // The VM belongs to the migration: Cloud Hypervisor refuses, and a failed reboot kills the VMM.
+    if (this.migration.inProgress) throw conflict(`cannot reboot VMM ${this.id}: it is migrating`)
     await this.#update({ state: 'rebooting', reason: 'reboot requested' })
     this.#background(this.#reboot(), 'reboot')
   }
@@ -231,7 +273,13 @@ export class VmmSupervisor {
     }
     this.#kill('destroy', 'destroy requested')
     crashPoint('agent.destroy.after-kill')
-    if (await vmmProcess.waitForExit(this.context.settings.killWaitMs) === null) {
+    await this.#waitForEnd()
+  }
+
+  /** Waits for a killed process to exit and its end to be recorded; 503 past the bound, so the caller retries. */
+  async #waitForEnd (): Promise<void> {
+    const vmmProcess = this.#process
+    if (vmmProcess !== null && await vmmProcess.waitForExit(this.context.settings.killWaitMs) === null) {
       throw unavailable(`VMM ${this.id} (pid ${vmmProcess.pid}) has not exited yet after SIGKILL; retry`)
     }
     await this.#concluded
@@ -255,10 +303,10 @@ export class VmmSupervisor {
 
   // --- the process -------------------------------------------------------------------------
 
-  #attach (vmmProcess: VmmProcess, tailFromEnd: boolean): void {
+  #attach (vmmProcess: VmmProcess, tailFrom: number | 'end'): void {
     this.#process = vmmProcess
     this.#concluded = vmmProcess.exited.then((observed) => this.#conclude(observed))
-    this.#startTail(tailFromEnd)
+    this.#startTail(tailFrom)
     this.#pingTimer = setInterval(() => { this.#pingOnce() }, this.context.settings.vmmPingIntervalMs)
     this.#pingTimer.unref()
   }
@@ -279,6 +327,7 @@ export class VmmSupervisor {
   async #conclude (observed: ExitObservation): Promise<void> {
     this.release()
     if (this.terminal) return
+    await this.migration.beforeEnd()
     const { endsWithVmmShutdown } = observed.known
       ? { endsWithVmmShutdown: false }
       : await readEventFile(this.paths.events)
@@ -308,7 +357,7 @@ export class VmmSupervisor {
       const vmState = resume ? await this.#vmState() : null
       if (vmState === null) {
         const files = bootFiles ?? await this.context.devices.prepare(this.record.instanceId, this.record.spec)
-        await this.#client.createVm(buildVmConfig(this.record.spec, files, this.paths.console))
+        await this.#client.createVm(buildVmConfig(this.record.spec, files, SERIAL_SOCKET))
       }
       this.console.start()
       if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#client.bootVm(abort.signal)
@@ -431,7 +480,7 @@ export class VmmSupervisor {
 
   /** A single press whose outcome the caller waits for (a power button without deadline). */
   async #pressOnceNow (): Promise<void> {
-    if (this.#longCall !== null) throw conflict(`VMM ${this.id} is busy with a boot or reboot; its API answers nothing else`)
+    if (this.#longCall !== null) throw conflict(`VMM ${this.id} is busy with a boot, a reboot or a migration's receive; its API answers nothing else`)
     try {
       await this.#client.powerButton()
     } catch (err) {
@@ -444,17 +493,18 @@ export class VmmSupervisor {
 
   // --- observation -------------------------------------------------------------------------
 
-  #startTail (fromEnd: boolean): void {
+  #startTail (from: number | 'end'): void {
     const tail = new EventFileTail(this.paths.events)
     tail.on('event', (event) => { this.#onEvent(event) })
     tail.on('garbage', (text) => { this.log.warn({ garbage: text.slice(0, 200) }, 'event file holds text that is not an event') })
     tail.on('unreadable', (err) => { this.log.warn({ err: err.message }, 'cannot read the event file') })
     this.#tail = tail
-    tail.start(fromEnd).catch((err: Error) => { this.log.warn({ err: err.message }, 'cannot follow the event file') })
+    tail.start(from).catch((err: Error) => { this.log.warn({ err: err.message }, 'cannot follow the event file') })
   }
 
   #onEvent (event: VmmEvent): void {
     this.log.debug({ event: `${event.source} ${event.event}`, properties: event.properties }, 'VMM event')
+    this.#background(this.migration.onEvent(event), 'record a migration event')
     if (event.source === 'guest' && event.event === 'panic' && !this.terminal) {
       this.#background(this.#update({ reason: 'the guest kernel panicked' }), 'record guest panic')
     }
@@ -512,8 +562,4 @@ export class VmmSupervisor {
   #background (task: Promise<void>, what: string): void {
     task.catch((err: Error) => { this.log.error({ err: err.message }, `${what} failed`) })
   }
-}
-
-function describeError (err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
 }

@@ -161,13 +161,7 @@ describe('devices', () => {
     const devices = newDevices()
     const vmm = await ensureRunning(devices)
     await waitForLog(vmm.id, /login: $/)
-    const socket = new WebSocket(`${agent.url.replace('http', 'ws')}/v1/vmms/${vmm.id}/console`, { headers: { authorization: `Bearer ${TOKEN}` } })
-    let received = ''
-    socket.on('message', (data: Buffer) => { received += data.toString() })
-    await new Promise((resolve, reject) => { socket.once('open', resolve).once('error', reject) })
-    socket.send(Buffer.from('root\r'))
-    await waitFor('the echo', async () => /root\r\nweb-1 login: $/.test(received) ? true : null, { timeoutMs: 5000, intervalMs: 20 })
-    socket.close()
+    await agent.typeAtConsole(vmm.id, 'root\r', /root\r\nweb-1 login: $/)
     assert.match(await consoleLog(vmm.id), /web-1 login: root\r\nweb-1 login: $/, 'the log has the session too')
   })
 

@@ -79,7 +79,8 @@ describe('reports to Temporal', () => {
       observedAt: running.updatedAt,
       reason: running.reason,
       exit: null,
-      unresponsiveSince: null
+      unresponsiveSince: null,
+      migration: null
     })
     const handle = (await temporal.client()).workflow.getHandle(instanceWorkflowId(body.instanceId))
     const description = await handle.describe()

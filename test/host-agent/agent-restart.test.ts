@@ -124,7 +124,9 @@ describe('agent restart', () => {
         unresponsiveSince: null,
         destroyRequested: false,
         pendingKill: null,
-        migration: null
+        migration: null,
+        incoming: null,
+        outgoing: null
       }
       await mkdir(join(agent.vmmsDir, id), { recursive: true })
       await writeFile(join(agent.vmmsDir, id, 'record.json'), JSON.stringify(record))

@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test'
 import { Ajv, type ValidateFunction } from 'ajv'
 import { parse } from 'yaml'
 import { CloudHypervisorClient } from '../../host-agent/cloud-hypervisor/api-client.js'
+import { SERIAL_SOCKET } from '../../host-agent/cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../../host-agent/cloud-hypervisor/vm-config.js'
 import type { VmmSpec } from '../../domain/host-agent-api.js'
 import { buildSimulator, SimulatedVmm, tempDir, writeImages } from './helpers/simulator.js'
@@ -131,14 +132,17 @@ describe('conformance with cloud-hypervisor.yaml', () => {
     const client = new CloudHypervisorClient(socketPath, 2000)
     try {
       await client.ping()
-      await client.createVm(buildVmConfig(spec1, withInitramfs, '/state/vmm/con.sock'))
-      await client.createVm(buildVmConfig(spec2, withDevices, '/state/vmm/con.sock'))
+      await client.createVm(buildVmConfig(spec1, withInitramfs, SERIAL_SOCKET))
+      await client.createVm(buildVmConfig(spec2, withDevices, SERIAL_SOCKET))
       await client.bootVm(AbortSignal.timeout(2000))
       await client.info()
       await client.powerButton()
       await client.rebootVm(AbortSignal.timeout(2000))
       await client.shutdownVm()
       await client.deleteVm()
+      await client.receiveMigration('unix:/storage/migrations/6e1d6a6c-4f3a-4f43-9d2b-0c3f1a2b3c4d.sock', AbortSignal.timeout(2000))
+      await client.sendMigration({ destination_url: 'tcp:10.0.0.2:49152', downtime_ms: 300, timeout_s: 3600 })
+      await client.info(AbortSignal.timeout(2000))
       await client.shutdownVmm()
     } finally {
       client.close()
@@ -149,7 +153,7 @@ describe('conformance with cloud-hypervisor.yaml', () => {
     assert.deepEqual(new Set(endpoints), new Set([
       'GET /api/v1/vmm.ping', 'PUT /api/v1/vm.create', 'PUT /api/v1/vm.boot', 'GET /api/v1/vm.info',
       'PUT /api/v1/vm.power-button', 'PUT /api/v1/vm.reboot', 'PUT /api/v1/vm.shutdown', 'PUT /api/v1/vm.delete',
-      'PUT /api/v1/vmm.shutdown'
+      'PUT /api/v1/vm.receive-migration', 'PUT /api/v1/vm.send-migration', 'PUT /api/v1/vmm.shutdown'
     ]))
     for (const request of recorded) {
       const where = `${request.method} ${request.path}`
@@ -169,14 +173,14 @@ describe('conformance with cloud-hypervisor.yaml', () => {
   })
 
   it('vm.create bodies carry what the real program needs: bytes, console Off, serial to a socket, explicit image types, backing files for overlays, named TAPs', () => {
-    const config = buildVmConfig(spec2, withDevices, '/state/con.sock')
+    const config = buildVmConfig(spec2, withDevices, SERIAL_SOCKET)
     assertValid('#/components/schemas/VmConfig', config)
     for (const disk of config.disks ?? []) assertValid('#/components/schemas/DiskConfig', disk)
     for (const nic of config.net ?? []) assertValid('#/components/schemas/NetConfig', nic)
     assertValid('#/components/schemas/ConsoleConfig', config.serial)
     assert.equal(config.memory.size, 64 * 1024 * 1024)
     assert.deepEqual(config.console, { mode: 'Off' })
-    assert.deepEqual(config.serial, { mode: 'Socket', socket: '/state/con.sock' })
+    assert.deepEqual(config.serial, { mode: 'Socket', socket: 'con.sock' }, 'relative to the VMM directory, so valid on a migration target')
     assert.deepEqual(config.disks?.map((d) => [d.image_type, d.backing_files, d.readonly]), [['Qcow2', true, false], ['Raw', undefined, false], ['Raw', undefined, true]])
     assert.deepEqual(config.net, [
       { tap: 'vmp0e8b3c4d5e6f', mac: '0e:8b:3c:4d:5e:6f', num_queues: 2 },

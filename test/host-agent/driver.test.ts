@@ -134,7 +134,7 @@ for (const target of targets) {
       const tail = new EventFileTail(vmm.paths.events)
       const seen: string[] = []
       tail.on('event', (e) => seen.push(`${e.source} ${e.event}`))
-      await tail.start(true)
+      await tail.start('end')
       await vmm.client.powerButton()
       assert.deepEqual(await vmm.exit, [0, null])
       await tail.catchUp()
@@ -179,7 +179,7 @@ describe('driver failure modes (simulator)', () => {
     const garbage: string[] = []
     tail.on('event', (e) => events.push(e.event))
     tail.on('garbage', (text) => garbage.push(text))
-    await tail.start(false)
+    await tail.start(0)
     await vmm.client.createVm(configFor(simulator, vmm, 'sim.garbage_events'))
     await vmm.client.bootVm(AbortSignal.timeout(5000))
     await vmm.client.rebootVm(AbortSignal.timeout(5000))

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { appendFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { EventFileTail, EventStreamParser, readEventFile, type VmmEvent } from '../../host-agent/cloud-hypervisor/event-monitor.js'
+import { EventFileTail, EventStreamParser, eventFileSize, readEventFile, type VmmEvent } from '../../host-agent/cloud-hypervisor/event-monitor.js'
 import { waitUntil } from '../../scripts/dev-stack/wait.js'
 import { tempDir } from './helpers/simulator.js'
 
@@ -61,6 +61,26 @@ describe('event files', () => {
     assert.equal((await readEventFile(join(dir.dir, 'missing'))).endsWithVmmShutdown, false)
   })
 
+  it('readEventFile and EventFileTail start at an offset taken with eventFileSize: the events written since', async () => {
+    const path = join(dir.dir, 'offset')
+    await writeFile(path, eventText('vmm', 'starting') + eventText('vm', 'migration-started') + eventText('vm', 'migration-failed'))
+    const from = await eventFileSize(path)
+    assert.equal(await eventFileSize(join(dir.dir, 'missing')), 0)
+    await appendFile(path, eventText('vm', 'migration-started') + eventText('vm', 'migration-finished'))
+    assert.deepEqual((await readEventFile(path, from)).events.map((e) => e.event), ['migration-started', 'migration-finished'])
+    const tail = new EventFileTail(path)
+    const seen: string[] = []
+    tail.on('event', (e) => seen.push(e.event))
+    await tail.start(from)
+    try {
+      await appendFile(path, eventText('vm', 'shutdown'))
+      await waitUntil('the tail at the end', async () => seen.length === 3, { timeoutMs: 3000, intervalMs: 10 })
+      assert.deepEqual(seen, ['migration-started', 'migration-finished', 'shutdown'])
+    } finally {
+      tail.stop()
+    }
+  })
+
   it('EventFileTail follows appends, from the start or from the end', async () => {
     const path = join(dir.dir, 'live')
     await writeFile(path, eventText('vmm', 'starting'))
@@ -71,8 +91,8 @@ describe('event files', () => {
     fromStart.on('event', (e) => seen.start!.push(e.event))
     fromEnd.on('event', (e) => seen.end!.push(e.event))
     fromStart.on('garbage', (text) => garbage.push(text))
-    await fromStart.start(false)
-    await fromEnd.start(true)
+    await fromStart.start(0)
+    await fromEnd.start('end')
     try {
       await appendFile(path, eventText('vm', 'booting'))
       await appendFile(path, 'not an event\n\n' + eventText('vm', 'booted').slice(0, 20))

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { classifyExit, type ExitContext } from '../../host-agent/supervisor/exit-classification.js'
 
-const none: ExitContext = { destroyRequested: false, pendingKill: null }
+const none: ExitContext = { destroyRequested: false, pendingKill: null, migration: null }
 const known = (code: number | null, signal: string | null = null) => ({ known: true as const, code, signal })
 const unknown = { known: false as const }
 
@@ -46,6 +46,26 @@ describe('classifyExit', () => {
       state: 'failed', exit: { cause: 'crashed', code: 3, signal: null }, reason: 'VMM exited with code 3'
     })
     assert.equal(classifyExit(none, known(null, 'SIGSEGV'), false).reason, 'VMM killed by SIGSEGV')
+  })
+
+  it('a source that exits 0 after migration-finished is `migrated`, seen or not, even with a stop or a delete pending', () => {
+    const migration = { role: 'source' as const, phase: 'finished' as const }
+    assert.deepEqual(classifyExit({ ...none, migration }, known(0), false), {
+      state: 'destroyed', exit: { cause: 'migrated', code: 0, signal: null }, reason: 'the VM left by live migration; the VMM exited'
+    })
+    assert.equal(classifyExit({ ...none, migration }, unknown, true).exit.cause, 'migrated')
+    assert.equal(classifyExit({ ...none, migration, destroyRequested: true }, known(0), false).exit.cause, 'migrated')
+    assert.equal(classifyExit({ ...none, migration, pendingKill: { cause: 'stop-deadline', reason: 'r' } }, known(0), false).exit.cause, 'migrated')
+    assert.equal(classifyExit({ ...none, migration, destroyRequested: true }, known(null, 'SIGKILL'), false).exit.cause, 'killed', 'killed before it could exit')
+    assert.equal(classifyExit({ ...none, migration: { role: 'source', phase: 'failed' } }, known(0), false).exit.cause, 'guest-poweroff')
+    assert.equal(classifyExit({ ...none, migration: { role: 'source', phase: 'sending' } }, known(1), false).exit.cause, 'crashed', 'SIGTERM mid-migration exits 1')
+  })
+
+  it('a target killed after its receive failed is `failed` / `boot-failed`; one whose migration was cancelled is `destroyed` / `killed`', () => {
+    const failed = classifyExit({ ...none, pendingKill: { cause: 'migration-failed', reason: 'migration receive failed: x' } }, known(null, 'SIGKILL'), false)
+    assert.deepEqual(failed, { state: 'failed', exit: { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, reason: 'migration receive failed: x' })
+    const cancelled = classifyExit({ ...none, pendingKill: { cause: 'migration-cancelled', reason: 'migration cancelled' } }, unknown, false)
+    assert.deepEqual(cancelled, { state: 'destroyed', exit: { cause: 'killed', code: null, signal: null }, reason: 'migration cancelled' })
   })
 
   it('an end nobody saw is a clean exit if the event file ends with vmm shutdown, else `vanished`', () => {

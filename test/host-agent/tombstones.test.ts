@@ -12,6 +12,7 @@ import { TapDevices } from '../../host-agent/network/taps.js'
 import { InstanceStorage } from '../../host-agent/storage/instance-storage.js'
 import { RecordStore } from '../../host-agent/store/record-store.js'
 import type { AgentVmmRecord } from '../../host-agent/store/record.js'
+import { MigrationTransport } from '../../host-agent/supervisor/migration-transport.js'
 import { Supervisor } from '../../host-agent/supervisor/supervisor.js'
 import { VmmDevices } from '../../host-agent/supervisor/vmm-devices.js'
 import { ensureBody, newVmmId } from './helpers/agent.js'
@@ -38,7 +39,9 @@ function destroyedRecord (reportedGeneration: number): AgentVmmRecord {
     unresponsiveSince: null,
     destroyRequested: true,
     pendingKill: null,
-    migration: null
+    migration: null,
+    incoming: null,
+    outgoing: null
   }
 }
 
@@ -71,9 +74,11 @@ describe('tombstones', () => {
       },
       store,
       devices: new VmmDevices(images, new InstanceStorage(join(dir.dir, 'storage'), 'host-test', images), new TapDevices(null, 'vmplane0')),
+      transport: new MigrationTransport({ kind: 'unix', dir: join(dir.dir, 'migrations') }),
       log: pino({ level: 'silent' }),
       onChange: () => {},
-      onKill: () => {}
+      onKill: () => {},
+      onMigrationEnded: () => {}
     })
     await supervisor.start()
     try {

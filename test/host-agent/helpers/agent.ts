@@ -19,6 +19,7 @@ import { freePorts } from '../../../scripts/dev-stack/launcher.js'
 import { waitFor } from '../../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
 import { after, before } from 'node:test'
+import { WebSocket } from 'ws'
 import { SIMULATOR_BINARY, buildSimulator } from './simulator.js'
 
 export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
@@ -183,6 +184,20 @@ export class TestAgent {
 
   async waitForState (id: string, state: VmmView['state'], timeoutMs?: number): Promise<VmmView> {
     return await this.waitForVmm(id, `reaching ${state}`, (view) => view.state === state, timeoutMs)
+  }
+
+  /** Types `input` at the VMM's interactive console (WebSocket) and waits until what comes back matches `expected`. */
+  async typeAtConsole (vmmId: string, input: string, expected: RegExp): Promise<void> {
+    const socket = new WebSocket(`${this.url.replace('http', 'ws')}/v1/vmms/${vmmId}/console`, { headers: { authorization: `Bearer ${TOKEN}` } })
+    let received = ''
+    socket.on('message', (data: Buffer) => { received += data.toString() })
+    try {
+      await new Promise((resolve, reject) => { socket.once('open', resolve).once('error', reject) })
+      socket.send(Buffer.from(input))
+      await waitFor(`the console of ${vmmId} answering ${JSON.stringify(input)}`, async () => expected.test(received) ? true : null, { timeoutMs: 5000, intervalMs: 20 })
+    } finally {
+      socket.close()
+    }
   }
 
   /** The live VMM processes under this agent's state directory. */

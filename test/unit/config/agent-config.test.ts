@@ -1,0 +1,34 @@
+/** The agent's migration transport setting, as config/index.ts validates it. */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { agentConfig, ConfigError } from '../../../config/index.js'
+
+const BASE = {
+  VMPLANE_HOST_ID: 'host-1',
+  VMPLANE_AGENT_TOKEN: 'agent-token-0123456789',
+  VMPLANE_AGENT_STATE_DIR: '/var/lib/vmplane/state',
+  VMPLANE_IMAGE_DIR: '/var/lib/vmplane/images',
+  VMPLANE_STORAGE_DIR: '/srv/vmplane'
+}
+
+describe('agentConfig: VMPLANE_MIGRATION_LISTEN', () => {
+  it('defaults to a directory of Unix sockets in the shared storage', () => {
+    assert.deepEqual(agentConfig(BASE).migrationListen, { kind: 'unix', dir: '/srv/vmplane/migrations' })
+  })
+
+  it('takes a directory, or an address and a port range', () => {
+    assert.deepEqual(agentConfig({ ...BASE, VMPLANE_MIGRATION_LISTEN: 'unix:/run/vmplane/migrations/' }).migrationListen,
+      { kind: 'unix', dir: '/run/vmplane/migrations' })
+    assert.deepEqual(agentConfig({ ...BASE, VMPLANE_MIGRATION_LISTEN: 'tcp:10.1.2.3:49152-49215' }).migrationListen,
+      { kind: 'tcp', address: '10.1.2.3', firstPort: 49152, lastPort: 49215 })
+    assert.deepEqual(agentConfig({ ...BASE, VMPLANE_MIGRATION_LISTEN: 'tcp:[fd00::5]:6000-6000' }).migrationListen,
+      { kind: 'tcp', address: '[fd00::5]', firstPort: 6000, lastPort: 6000 })
+  })
+
+  it('refuses a relative directory, a host name, a reversed or out-of-range port range, naming the variable', () => {
+    for (const value of ['unix:migrations', 'tcp:host-2:6000-6010', 'tcp:10.0.0.1:6010-6000', 'tcp:10.0.0.1:0-10', 'tcp:10.0.0.1:6000', 'tcp:fd00::5:6000-6001', 'http://x']) {
+      assert.throws(() => agentConfig({ ...BASE, VMPLANE_MIGRATION_LISTEN: value }), (err: Error) =>
+        err instanceof ConfigError && /VMPLANE_MIGRATION_LISTEN: must be unix:<absolute directory> or tcp:/.test(err.message), value)
+    }
+  })
+})
