@@ -263,29 +263,24 @@ const MIGRATION_ORDER = "ARRAY['reserving', 'preparing', 'sending', 'committed',
  */
 async function upsertMigration (tx: PoolClient, instanceId: string, update: MigrationUpdate): Promise<void> {
   const over = ['succeeded', 'failed', 'cancelled', 'aborted'].includes(update.phase)
+  const values = [update.id, update.phase, update.reason ?? null, update.cancelRequested === true, over]
+  if (update.source !== undefined) {
+    await tx.query(
+      `INSERT INTO migrations (id, instance_id, source_vmm_id, source_host_id, requested_host_id, phase)
+       VALUES ($1, $2, $3, $4, $5, 'reserving') ON CONFLICT (id) DO NOTHING`,
+      [update.id, instanceId, update.source.vmmId, update.source.hostId, update.source.requestedHostId]
+    )
+  }
   await tx.query(
-    `INSERT INTO migrations (id, instance_id, source_vmm_id, source_host_id, requested_host_id, phase, reason,
-                             cancel_requested_at, committed_at, finished_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $8 THEN now() END, CASE WHEN $6 = 'committed' THEN now() END, CASE WHEN $9 THEN now() END)
-     ON CONFLICT (id) DO UPDATE SET
-       phase = EXCLUDED.phase,
-       reason = COALESCE(EXCLUDED.reason, migrations.reason),
-       cancel_requested_at = COALESCE(migrations.cancel_requested_at, EXCLUDED.cancel_requested_at),
-       committed_at = COALESCE(migrations.committed_at, EXCLUDED.committed_at),
-       finished_at = EXCLUDED.finished_at,
+    `UPDATE migrations SET
+       phase = $2,
+       reason = COALESCE($3, reason),
+       cancel_requested_at = CASE WHEN $4 THEN COALESCE(cancel_requested_at, now()) ELSE cancel_requested_at END,
+       committed_at = CASE WHEN $2 = 'committed' THEN COALESCE(committed_at, now()) ELSE committed_at END,
+       finished_at = CASE WHEN $5 THEN now() END,
        updated_at = now()
-     WHERE migrations.finished_at IS NULL
-       AND array_position(${MIGRATION_ORDER}, EXCLUDED.phase) >= array_position(${MIGRATION_ORDER}, migrations.phase)`,
-    [
-      update.id,
-      instanceId,
-      update.source?.vmmId ?? null,
-      update.source?.hostId ?? null,
-      update.source?.requestedHostId ?? null,
-      update.phase,
-      update.reason ?? null,
-      update.cancelRequested === true,
-      over
-    ]
+     WHERE id = $1 AND finished_at IS NULL
+       AND array_position(${MIGRATION_ORDER}, $2::text) >= array_position(${MIGRATION_ORDER}, phase)`,
+    values
   )
 }

@@ -69,7 +69,7 @@ describe('live migration', { timeout: 10 * 60_000 }, () => {
   }
 
   it('moves a running instance to another host: one VMM, on the target, and the guest carries on', async () => {
-    const instance = await running('mig-1', 'sim.mark_disk=0')
+    const instance = await running('mig-1', 'sim.mark_disk=1')
     await waitFor('the login prompt', async () => /mig-1 login: $/.test(await consoleLog(instance.id)) ? true : null, { timeoutMs: 20_000 })
     const source = instance.vmm!
     const answer = await migrate(instance, {}, '?wait=60')
