@@ -240,3 +240,17 @@ export class WorkflowWorld {
 export function newInstanceSpec (name = `i-${randomUUID().slice(0, 8)}`): NewInstance {
   return { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' }, stopGraceSeconds: 5, restartPolicy: 'never', intendedState: 'running' }
 }
+
+/** What every request begins with: a new operation ID, the instance, now. */
+export function requestBase (instanceId: string) {
+  return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
+}
+
+/** Waits until `test` holds of the world, failing after a while. */
+export async function until (what: string, test: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error(`${what} did not happen`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}

@@ -12,7 +12,7 @@ import { decisionKeys } from '../../domain/decisions.js'
 import type { CreateRequest, DeleteRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
 import { haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, TEST_SETTINGS, type WorkflowWorld } from '../helpers/workflow-world.js'
+import { newInstanceSpec, requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'instance-execution-test'
 
@@ -33,26 +33,13 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     world.agent.rebootVmm = (vmm) => world.report(vmm, 'rebooting')
   })
 
-  function base (instanceId: string) {
-    return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
-  }
-
   async function startCreate (): Promise<{ request: CreateRequest, handle: WorkflowHandle }> {
     const instanceId = randomUUID()
     const instance = newInstanceSpec()
-    const request: CreateRequest = { ...base(instanceId), kind: 'create', instance, start: true }
+    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
     world.addInstance(instanceId, instance)
     const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
     return { request, handle }
-  }
-
-  /** Waits until `test` holds of the world, failing after a while. */
-  async function until (what: string, test: () => boolean): Promise<void> {
-    const deadline = Date.now() + 20_000
-    while (!test()) {
-      if (Date.now() > deadline) throw new Error(`${what} did not happen`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
   }
 
   /** The agent's report that the instance's active VMM runs, sent as the agent sends it. */
@@ -87,7 +74,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
   it('a stop preempts a create whose VM never boots: the create is superseded, the VMM killed', async () => {
     const { request, handle } = await startCreate()
     await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
-    const stop: StopRequest = { ...base(request.instanceId), kind: 'stop', graceSeconds: 0 }
+    const stop: StopRequest = { ...requestBase(request.instanceId), kind: 'stop', graceSeconds: 0 }
     await handle.signal(haltRequestedSignal, stop)
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'superseded')
@@ -112,7 +99,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     const vmmId = world.instances.get(instanceId)!.activeVmmId!
     // The agent's reports are lost; asked, it says the VM runs again.
     world.agent.describeVmm = (vmm) => world.report(vmm, 'running')
-    const reboot: RebootRequest = { ...base(instanceId), kind: 'reboot' }
+    const reboot: RebootRequest = { ...requestBase(instanceId), kind: 'reboot' }
     const handle = await env.client.workflow.start('rebootInstance', { ...operationStart(reboot, { name: 'r', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
     await handle.result()
     assert.equal(world.operations.get(reboot.operationId)!.status, 'succeeded')
@@ -125,7 +112,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     const vmm = world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!
     // The guest powers off: a report starts an execution that settles the instance stopped.
     const reports = await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(vmm, 'destroyed', { cause: 'guest-poweroff', code: 0, signal: null }), TASK_QUEUE))
-    const start: StartRequest = { ...base(instanceId), kind: 'start' }
+    const start: StartRequest = { ...requestBase(instanceId), kind: 'start' }
     await reports.signal(operationRequestedSignal, start)
     await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded' || world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${start.operationId}`))
     await reportRunning(instanceId)
@@ -137,8 +124,8 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
 
   it('a delete that arrives while a stop\'s end is being recorded runs as a halt of its own, not as done', async () => {
     const instanceId = await runningInstance()
-    const stop: StopRequest = { ...base(instanceId), kind: 'stop', graceSeconds: 0 }
-    const remove: DeleteRequest = { ...base(instanceId), kind: 'delete', graceSeconds: 0 }
+    const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 0 }
+    const remove: DeleteRequest = { ...requestBase(instanceId), kind: 'delete', graceSeconds: 0 }
     const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'd', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
     // The delete reaches the execution while the write of the stop's end is in flight.
     world.afterDecision = async (decision) => {

@@ -12,7 +12,7 @@ import type { CreateRequest, MigrateRequest, StopRequest } from '../../domain/re
 import type { VmmRecord } from '../../domain/vmm.js'
 import { cancelMigrationSignal, haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, type WorkflowWorld } from '../helpers/workflow-world.js'
+import { newInstanceSpec, requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'migration-test'
 
@@ -36,18 +36,6 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
     return [...world.migrations.values()].some((m) => m.targetVmmId === vmm.id)
   }
 
-  function base (instanceId: string) {
-    return { operationId: randomUUID(), instanceId, requestedAt: new Date().toISOString() }
-  }
-
-  async function until (what: string, test: () => boolean): Promise<void> {
-    const deadline = Date.now() + 30_000
-    while (!test()) {
-      if (Date.now() > deadline) throw new Error(`${what} did not happen`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-  }
-
   /** Sends a report as the VMM's agent would. */
   async function deliver (...args: Parameters<WorkflowWorld['report']>): Promise<void> {
     await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(...args), TASK_QUEUE))
@@ -56,7 +44,7 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   async function runningInstance (): Promise<string> {
     const instanceId = randomUUID()
     const instance = newInstanceSpec()
-    const request: CreateRequest = { ...base(instanceId), kind: 'create', instance, start: true }
+    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
     world.addInstance(instanceId, instance)
     const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
     const vmmId = `vmm-of-${request.operationId}`
@@ -67,7 +55,7 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   }
 
   async function startMigration (instanceId: string, targetHostId?: string): Promise<{ request: MigrateRequest, handle: WorkflowHandle, source: string, target: string }> {
-    const request: MigrateRequest = { ...base(instanceId), kind: 'migrate', ...(targetHostId === undefined ? {} : { targetHostId }) }
+    const request: MigrateRequest = { ...requestBase(instanceId), kind: 'migrate', ...(targetHostId === undefined ? {} : { targetHostId }) }
     const source = world.instances.get(instanceId)!.activeVmmId!
     const handle = await env.client.workflow.start('migrateInstance', { ...operationStart(request, { name: 'm', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
     return { request, handle, source, target: `vmm-of-${request.operationId}` }
@@ -177,7 +165,7 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
     const instanceId = await runningInstance()
     const { request, handle, source, target } = await startMigration(instanceId)
     await until('the send is issued', () => sent(source))
-    const stop: StopRequest = { ...base(instanceId), kind: 'stop', graceSeconds: 0 }
+    const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 0 }
     await handle.signal(haltRequestedSignal, stop)
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'superseded')
