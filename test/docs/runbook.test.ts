@@ -497,7 +497,7 @@ describe('the operator runbook, docs/operations.md', async () => {
         command: /curl .*\/v1\/instances\/<instance-id> \| jq '\{state, migration: /,
         given: async () => {
           // A migration slow enough to be seen under way: about 4 s of precopy.
-          const instance = await runningInstance(stack, 'runbook-migrating', 'sim.migration_mib_per_s=64')
+          const instance = await runningInstance(stack, 'runbook-migrating', 'sim.migration_mib_per_s=64 sim.migration_dirty_mib_per_s=8')
           use(instance)
           const accepted = await api(stack).post(`/v1/instances/${instance.id}/migrate`)
           assert.equal(accepted.status, 202, JSON.stringify(accepted.body))

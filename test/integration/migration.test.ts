@@ -21,7 +21,7 @@ import { api, startStack, type TestStack } from '../helpers/stack.js'
 /** The bound a stop keeps beyond its grace period (README, stop overshoot), generously. */
 const STOP_BOUND_MS = 10_000
 /** A migration slow enough to be caught at each phase: about 4 s of precopy for 256 MiB. */
-const SLOW = 'sim.migration_mib_per_s=64'
+const SLOW = 'sim.migration_mib_per_s=64 sim.migration_dirty_mib_per_s=8'
 
 interface Migration {
   id: string
