@@ -11,13 +11,13 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { CrashPoint } from '../../faults/crash-points.js'
-import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
 import { isRunning } from '../../scripts/dev-stack/processes.js'
 import { sendUntilAnswered } from '../../scripts/dev-stack/retrying-client.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { CASE_TIMEOUT_MS, settled, startFaultStack } from '../helpers/fault-stack.js'
 import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
-import { startStack, type TestStack } from '../helpers/stack.js'
+import type { TestStack } from '../helpers/stack.js'
 
 type Operation = 'create' | 'start' | 'stop' | 'reboot' | 'delete'
 
@@ -49,22 +49,12 @@ const SCENARIOS: Record<string, Scenario> = {
 }
 const KILLED = ['worker', 'agent-host-1', 'temporal', 'postgres'] as const
 const OUTCOME: Record<Operation, string> = { create: 'running', start: 'running', stop: 'stopped', reboot: 'running', delete: 'destroyed' }
-/** What each case waits for at most: a restart, Temporal's timeouts, a reconcile pass. */
-const CASE_TIMEOUT_MS = 120_000
 
 describe('the fault matrix', { timeout: 60 * 60_000 }, () => {
   let stack: TestStack
   let cases = 0
   before(async () => {
-    stack = await startStack({
-      hosts: 1,
-      env: {
-        VMPLANE_CRASH_POINTS: '1',
-        VMPLANE_HOST_VCPUS: '1024',
-        VMPLANE_ORPHAN_GRACE_SECONDS: '5',
-        VMPLANE_RECONCILE_SECONDS: '10'
-      }
-    })
+    stack = await startFaultStack(1)
   })
   const retries: string[] = []
   after(async () => {
@@ -95,14 +85,6 @@ describe('the fault matrix', { timeout: 60 * 60_000 }, () => {
     return (await send('POST', `/v1/instances/${id}/${operation}`, operation === 'stop' ? { graceSeconds } : {})).id
   }
 
-  async function settled (): Promise<InvariantReport> {
-    let last: InvariantReport | null = null
-    return await waitFor('the stack to hold every invariant', async () => {
-      last = await checkInvariants(stack.info)
-      return violationsOf(last).length === 0 ? last : null
-    }, { timeoutMs: CASE_TIMEOUT_MS, intervalMs: 500, detail: () => violationsOf(last ?? {} as InvariantReport).join('\n') })
-  }
-
   for (const [name, scenario] of Object.entries(SCENARIOS)) {
     const { operation } = scenario
     describe(name, () => {
@@ -123,7 +105,7 @@ describe('the fault matrix', { timeout: 60 * 60_000 }, () => {
 
             const outcome = await waitForState(stack, instanceId, OUTCOME[operation], CASE_TIMEOUT_MS)
             if (operation !== 'delete') assert.notEqual(outcome.vmm, null)
-            const report = await settled()
+            const report = await settled(stack)
             assert.ok(report.instances >= 1)
           })
         }

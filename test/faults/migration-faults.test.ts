@@ -13,13 +13,13 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { CrashPoint } from '../../faults/crash-points.js'
-import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
 import { isRunning } from '../../scripts/dev-stack/processes.js'
 import { sendUntilAnswered } from '../../scripts/dev-stack/retrying-client.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { CASE_TIMEOUT_MS, settled, startFaultStack } from '../helpers/fault-stack.js'
 import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
 import { newInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
-import { api, startStack, type TestStack } from '../helpers/stack.js'
+import { api, type TestStack } from '../helpers/stack.js'
 
 /** The steps of a migration, in order, and on which side each agent-side one fires. */
 const STEPS: Array<{ point: CrashPoint, side?: 'source' | 'target' }> = [
@@ -30,39 +30,25 @@ const STEPS: Array<{ point: CrashPoint, side?: 'source' | 'target' }> = [
   { point: 'migrate.after-commit' }
 ]
 const KILLED = ['worker', 'source agent', 'target agent', 'temporal', 'postgres'] as const
-/** What each case waits for at most: a restart, Temporal's timeouts, a reconcile pass. */
-const CASE_TIMEOUT_MS = 120_000
 
 describe('live migration, crashed at every step', { timeout: 60 * 60_000 }, () => {
   let stack: TestStack
   let cases = 0
   before(async () => {
-    stack = await startStack({
-      hosts: 2,
-      env: {
-        VMPLANE_CRASH_POINTS: '1',
-        VMPLANE_HOST_VCPUS: '1024',
-        VMPLANE_ORPHAN_GRACE_SECONDS: '5',
-        VMPLANE_RECONCILE_SECONDS: '10',
-        // A migration whose side was killed mid-way is given up on within the case's time.
-        VMPLANE_MIGRATION_PROGRESS_TIMEOUT_SECONDS: '20'
-      }
-    })
+    // A migration whose side was killed mid-way is given up on within the case's time.
+    stack = await startFaultStack(2, { VMPLANE_MIGRATION_PROGRESS_TIMEOUT_SECONDS: '20' })
   })
-  after(async () => { await stack?.stop() })
+  /** How each cell's migration ended, printed for the report: which crashes cost the migration. */
+  const outcomes: string[] = []
+  after(async () => {
+    if (outcomes.length > 0) console.log(`migration outcomes:\n${outcomes.join('\n')}`)
+    await stack?.stop()
+  })
 
   async function send (method: 'POST', path: string, body?: unknown): Promise<{ instance: InstanceBody, operation: { id: string } | null }> {
     const response = await sendUntilAnswered<{ instance: InstanceBody, operation: { id: string } | null }>(stack, method, path, body)
     assert.ok(response.status === 202 || response.status === 200, `${method} ${path} answered ${response.status}: ${JSON.stringify(response.body)}`)
     return response.body
-  }
-
-  async function settled (): Promise<InvariantReport> {
-    let last: InvariantReport | null = null
-    return await waitFor('the stack to hold every invariant', async () => {
-      last = await checkInvariants(stack.info)
-      return violationsOf(last).length === 0 ? last : null
-    }, { timeoutMs: CASE_TIMEOUT_MS, intervalMs: 500, detail: () => violationsOf(last ?? {} as InvariantReport).join('\n') })
   }
 
   /** A running instance; its source host, and the other (the migration's target). */
@@ -107,8 +93,9 @@ describe('live migration, crashed at every step', { timeout: 60 * 60_000 }, () =
           const outcome = await waitForInstance(stack, instance.id, (i) => i.state === 'running' && i.operation === null, CASE_TIMEOUT_MS)
           const { body: operation } = await api(stack).get<{ status: string }>(`/v1/operations/${operationId}`)
           assert.ok(['succeeded', 'failed'].includes(operation.status), `the migration ended: ${operation.status}`)
+          outcomes.push(`${step.point}, ${killed} killed: ${operation.status}, the VM on the ${outcome.vmm!.hostId === instance.target ? 'target' : 'source'}`)
           assert.ok([instance.source, instance.target].includes(outcome.vmm!.hostId))
-          await settled()
+          await settled(stack)
           assert.equal(await liveVmmProcesses(instance.id), 1, 'exactly one VMM process of the instance lives')
         })
       }
@@ -117,7 +104,7 @@ describe('live migration, crashed at every step', { timeout: 60 * 60_000 }, () =
         await crashMigration(step, 'worker', instance)
         await send('POST', `/v1/instances/${instance.id}/stop`, { graceSeconds: 0 })
         await waitForState(stack, instance.id, 'stopped', CASE_TIMEOUT_MS)
-        await settled()
+        await settled(stack)
         assert.equal(await liveVmmProcesses(instance.id), 0, 'no VMM process of the instance lives')
       })
     })

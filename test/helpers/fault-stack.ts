@@ -1,0 +1,33 @@
+/**
+ * What the fault matrices share: a stack whose components pass crash points
+ * (faults/crash-points.ts) and whose reconciler runs often with a short orphan grace, and the wait
+ * for it to hold every invariant again after a crash (scripts/dev-stack/invariants.ts).
+ */
+import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
+import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { startStack, type TestStack } from './stack.js'
+
+/** What each case waits for at most: a restart, Temporal's timeouts, a reconcile pass. */
+export const CASE_TIMEOUT_MS = 120_000
+
+export async function startFaultStack (hosts: number, env: Record<string, string> = {}): Promise<TestStack> {
+  return await startStack({
+    hosts,
+    env: {
+      VMPLANE_CRASH_POINTS: '1',
+      VMPLANE_HOST_VCPUS: '1024',
+      VMPLANE_ORPHAN_GRACE_SECONDS: '5',
+      VMPLANE_RECONCILE_SECONDS: '10',
+      ...env
+    }
+  })
+}
+
+/** Waits until the stack holds every invariant, and returns what the check found. */
+export async function settled (stack: TestStack): Promise<InvariantReport> {
+  let last: InvariantReport | null = null
+  return await waitFor('the stack to hold every invariant', async () => {
+    last = await checkInvariants(stack.info)
+    return violationsOf(last).length === 0 ? last : null
+  }, { timeoutMs: CASE_TIMEOUT_MS, intervalMs: 500, detail: () => violationsOf(last ?? {} as InvariantReport).join('\n') })
+}
