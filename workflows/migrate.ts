@@ -94,6 +94,8 @@ async function refuse (execution: InstanceExecution, request: MigrateRequest, me
 class Migration {
   private target: { vmmId: string, hostId: string } | null = null
   private sendIssued = false
+  /** The source's agent refused the send (its VMM no longer runs, say): why. */
+  private sendRefused: string | null = null
   private progressMark = ''
   private progressAt = Date.now()
   private readonly startedAt = Date.now()
@@ -194,15 +196,21 @@ class Migration {
     this.execution.enterPhase('sending', `to ${this.target!.hostId}`)
     await this.step('sending', 'sending', `target VMM ready on ${this.target!.hostId} at ${receiverUrl}; sending the VM`)
     const timeoutS = Math.ceil(completionTimeoutMs(this.execution.settings.migration, this.execution.instance.memoryMiB) / 1000)
-    this.execution.observe(await agents.sendMigration({
-      hostId: this.source.hostId,
-      vmmId: this.source.id,
-      migrationId: this.id,
-      destinationUrl: receiverUrl,
-      downtimeMs: this.execution.settings.migration.downtimeMs,
-      timeoutS
-    }))
     this.sendIssued = true
+    try {
+      this.execution.observe(await agents.sendMigration({
+        hostId: this.source.hostId,
+        vmmId: this.source.id,
+        migrationId: this.id,
+        destinationUrl: receiverUrl,
+        downtimeMs: this.execution.settings.migration.downtimeMs,
+        timeoutS
+      }))
+    } catch (err) {
+      // Refused (the answer, not an outage: that is retried): the migration fails before its commit point.
+      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
+      this.sendRefused = describeFailure(err)
+    }
   }
 
   /** What ends the transfer, from what both sides reported, or null while it goes on. */
@@ -215,6 +223,7 @@ class Migration {
     const requestedBy = this.execution.cancelOf(this.id)
     if (requestedBy !== null) return this.failed('cancelled', 'MigrationCancelled', `cancelled by ${requestedBy}`)
     if (refused !== null) return this.failed('failed', 'MigrationFailed', `the target's host refused it: ${refused}`)
+    if (this.sendRefused !== null) return this.failed('failed', 'MigrationFailed', `the source's host refused to send: ${this.sendRefused}`)
     if (target !== null && (isTerminalVmmState(target.state) || target.migration?.phase === 'failed')) {
       return this.failed('failed', 'MigrationFailed', `the target VMM failed: ${target.migration?.reason ?? target.reason ?? target.state}`)
     }

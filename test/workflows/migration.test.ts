@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { WorkflowHandle } from '@temporalio/client'
+import { ApplicationFailure } from '@temporalio/activity'
 import type { CreateRequest, MigrateRequest, StopRequest } from '../../domain/requests.js'
 import type { VmmRecord } from '../../domain/vmm.js'
 import { cancelMigrationSignal, haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
@@ -175,6 +176,23 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
     for (const id of [source, target]) {
       assert.ok(world.calls.some((c) => c.name === 'destroyVmm' && c.vmmId === id), `VMM ${id} killed`)
       assert.equal(vmm(id).state, 'destroyed')
+    }
+  })
+
+  it('a send the source\'s agent refuses fails the migration before its commit point, and the target goes', async () => {
+    const instanceId = await runningInstance()
+    world.agent.sendMigration = () => { throw ApplicationFailure.nonRetryable('cannot send VMM: it is stopping', 'HostRefused') }
+    try {
+      const { request, handle, source, target } = await startMigration(instanceId)
+      await handle.result()
+      const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string, message: string } }
+      assert.equal(operation.error.code, 'MigrationFailed')
+      assert.match(operation.error.message, /refused to send: cannot send VMM: it is stopping/)
+      assert.ok(world.calls.some((c) => c.name === 'cancelIncomingMigration' && c.vmmId === target), 'the target is cancelled')
+      assert.equal(world.instances.get(instanceId)!.activeVmmId, source)
+      assert.equal(world.instances.get(instanceId)!.state, 'running')
+    } finally {
+      world.agent.sendMigration = (vmm) => world.report(vmm, vmm.state, null, world.half(vmm, 'source', 'sending'))
     }
   })
 
