@@ -126,7 +126,7 @@ function toHostView (row: Record<string, any>): HostView {
 /** `to_jsonb` renders timestamps in PostgreSQL's format; the API speaks ISO 8601 in UTC. */
 function operationFromJson (json: Record<string, any>): Operation {
   const op = toOperation(json)
-  return { ...op, startedAt: new Date(op.startedAt).toISOString(), finishedAt: op.finishedAt === null ? null : new Date(op.finishedAt).toISOString() }
+  return { ...op, startedAt: isoOrNull(op.startedAt)!, finishedAt: isoOrNull(op.finishedAt) }
 }
 
 /** A cursor is the position (insertion order) of the last row of the previous page. */
