@@ -43,6 +43,13 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     return await reply.code(began ? 202 : 200).send(await host(request.params.id))
   })
 
+  fastify.post('/hosts/:id/cordon', {
+    schema: { tags, summary: 'Cordon the host: no new VMM is placed on it; what runs there stays', params: hostParamsSchema, response: { 200: hostSchema } }
+  }, async (request) => {
+    await drains.cordon(request.params.id)
+    return await host(request.params.id)
+  })
+
   fastify.post('/hosts/:id/uncordon', {
     schema: { tags, summary: 'End the cordon: the host takes new VMMs again, and a drain in progress stops', params: hostParamsSchema, response: { 200: hostSchema } }
   }, async (request) => {

@@ -1,6 +1,7 @@
 /**
  * Cordon, drain and uncordon a host (workflows/drain-host.ts has the theory).
  *
+ * A cordon alone keeps placement off the host (kubectl's cordon): what runs there stays.
  * A drain cordons the host and records the drain in one transaction, then starts its workflow,
  * `drain-<hostId>`, which takes the existing execution if one runs: asking twice drains once.
  * Uncordoning ends the cordon and tells a running drain to stop; migrations it already asked
@@ -49,10 +50,22 @@ export function createHostDrains ({ db, temporal, taskQueue }: Dependencies) {
       return began
     },
 
-    /** Ends the cordon and any drain; 404 for a host that does not exist. */
-    async uncordon (hostId: string): Promise<void> {
-      const host = await db.query('UPDATE hosts SET cordoned_at = NULL, cordon_reason = NULL WHERE id = $1', [hostId])
+    /** Cordons the host without draining it: nothing new is placed there; what runs stays. */
+    async cordon (hostId: string): Promise<void> {
+      const host = await db.query("UPDATE hosts SET cordoned_at = COALESCE(cordoned_at, now()), cordon_reason = COALESCE(cordon_reason, 'cordoned') WHERE id = $1", [hostId])
       if (host.rowCount === 0) throw new ApiProblem(404, 'Not Found', `host ${hostId} does not exist`)
+    },
+
+    /**
+     * Ends the cordon and any drain; 404 for a host that does not exist. A drain's record is open
+     * before its workflow starts and until it ends, so without one there is nothing to signal
+     * (and a cordon alone is ended without Temporal).
+     */
+    async uncordon (hostId: string): Promise<void> {
+      const host = await db.query<{ draining: boolean }>(`UPDATE hosts SET cordoned_at = NULL, cordon_reason = NULL WHERE id = $1
+        RETURNING EXISTS (SELECT 1 FROM drains WHERE host_id = $1 AND finished_at IS NULL) AS draining`, [hostId])
+      if (host.rowCount === 0) throw new ApiProblem(404, 'Not Found', `host ${hostId} does not exist`)
+      if (!host.rows[0]!.draining) return
       try {
         await temporal.workflow.getHandle(drainWorkflowId(hostId)).signal(stopDrainSignal)
       } catch (err) {

@@ -1,4 +1,4 @@
-/** `vmplane hosts list|drain|uncordon`: the hosts, their status and capacity; drain one for maintenance. */
+/** `vmplane hosts list|cordon|drain|uncordon`: the hosts, their status and capacity; drain one for maintenance. */
 import type { Command } from 'commander'
 import type { Host, HostList } from '../api-types.js'
 import { wholeNumber } from '../arguments.js'
@@ -22,6 +22,14 @@ export function addHostCommands (program: Command): void {
     .action(async (host: string, options: { concurrency: number }, command: Command) => {
       const context = await contextOf(command)
       show(context, await context.api.change<Host>('POST', `/v1/hosts/${encodeURIComponent(host)}/drain`, { concurrency: options.concurrency }), (h) => hostTable([h]))
+    })
+
+  hosts.command('cordon')
+    .description('no new VMM is placed on the host; what runs there stays')
+    .argument('<host>', 'the host ID')
+    .action(async (host: string, _options: unknown, command: Command) => {
+      const context = await contextOf(command)
+      show(context, await context.api.change<Host>('POST', `/v1/hosts/${encodeURIComponent(host)}/cordon`), (h) => hostTable([h]))
     })
 
   hosts.command('uncordon')

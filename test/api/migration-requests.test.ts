@@ -83,6 +83,7 @@ describe('migration and drain requests, refused for what cannot be', { timeout: 
   it('refuses to drain or uncordon a host that does not exist, or with a bad concurrency', async () => {
     assertProblem(await post('/v1/hosts/host-9/drain'), 404, /host host-9 does not exist/)
     assertProblem(await post('/v1/hosts/host-9/uncordon'), 404, /host host-9 does not exist/)
+    assertProblem(await post('/v1/hosts/host-9/cordon'), 404, /host host-9 does not exist/)
     assertProblem(await post('/v1/hosts/host-1/drain', { concurrency: 0 }), 400, /concurrency/)
     assertProblem(await post('/v1/hosts/-bad/drain'), 400, /host ID/)
     await nothingChanged()
@@ -95,5 +96,17 @@ describe('migration and drain requests, refused for what cannot be', { timeout: 
     const instance = response.json()
     assert.equal(response.statusCode, 200, response.body)
     assert.equal(instance.migration, null)
+  })
+
+  it('cordons a host without draining it, keeping the first cordon\'s time, until it is uncordoned', async () => {
+    const first = await post('/v1/hosts/host-3/cordon')
+    assert.equal(first.statusCode, 200, first.body)
+    const cordonedAt = first.json().cordonedAt as string
+    assert.ok(cordonedAt !== null)
+    assert.equal(first.json().drain, null, 'a cordon starts no drain')
+    assert.equal((await post('/v1/hosts/host-3/cordon')).json().cordonedAt, cordonedAt, 'cordoning twice changes nothing')
+    const { rows } = await api.database.pool.query<{ drains: number }>('SELECT count(*)::int AS drains FROM drains')
+    assert.equal(rows[0]!.drains, 0)
+    assert.equal((await post('/v1/hosts/host-3/uncordon')).json().cordonedAt, null)
   })
 })
