@@ -2,7 +2,8 @@
  * The Temporal Web UI as an operator uses it, in a real headless Chromium against a real stack:
  * the workflow list filtered by vmplane's `InstanceState` search attribute shows the workflows
  * of the instances in that state and no others, and a workflow's page shows the summary its
- * operation was started with. Screenshots of both pages are kept in test-output/ui/.
+ * operation was started with, and a migrate execution's page shows the phase it is in (its
+ * current details). Screenshots of the pages are kept in test-output/ui/.
  */
 import assert from 'node:assert/strict'
 import { mkdir } from 'node:fs/promises'
@@ -12,7 +13,7 @@ import { chromium, type Browser, type Page } from 'playwright-core'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { findChromium } from '../../scripts/tools/chromium.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
-import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { newInstance, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const SCREENSHOTS = join(REPO_ROOT, 'test-output', 'ui')
@@ -23,6 +24,8 @@ const COLUMNS = ['Status', 'Workflow ID', 'Type', 'InstanceState', 'Operation', 
 /** Visibility on the dev server lags the workflows a little: reload the list until it catches up. */
 const LIST_TIMEOUT_MS = 120_000
 const ROW_WAIT_MS = 10_000
+/** A migration slow enough to be watched: 256 MiB at 8 MiB/s, about 40 s of precopy. */
+const SLOW_MIGRATION = 'console=ttyS0 sim.migration_mib_per_s=8 sim.migration_dirty_mib_per_s=1'
 
 interface Created {
   instance: InstanceBody
@@ -38,7 +41,7 @@ describe('the Temporal UI', () => {
       throw new Error('no Chromium on PATH or at /usr/bin/chromium: `npm test` installs it (scripts/tools/chromium.ts), or run `apt-get install chromium`')
     }
     browser = await chromium.launch({ executablePath })
-    stack = await startStack({ hosts: 1 })
+    stack = await startStack({ hosts: 2 })
   })
   after(async () => {
     await browser?.close()
@@ -78,8 +81,45 @@ describe('the Temporal UI', () => {
     await context.close()
   })
 
-  async function create (name: string, start: boolean): Promise<Created> {
-    const created = await api(stack).post<Created>('/v1/instances', { ...newInstance(name), start })
+  it('shows a migrate execution with its phase', async () => {
+    const created = await create('ui-migrating', true, SLOW_MIGRATION)
+    await waitForState(stack, created.instance.id, 'running')
+    const migrate = await api(stack).post<Created>(`/v1/instances/${created.instance.id}/migrate`, {})
+    assert.equal(migrate.status, 202, JSON.stringify(migrate.body))
+    const { workflowId, runId } = migrate.body.operation
+    assert.ok(runId !== null)
+    await waitForInstance(stack, created.instance.id, (i) => i.state === 'migrating')
+
+    // The phase is the execution's current details, which the UI asks the running workflow for
+    // (its metadata query) and shows in the User Metadata tab beside the summary.
+    const page = await browser.newPage({ viewport: { width: 1800, height: 900 } })
+    const phase = /sending: to host-\d/
+    const deadline = Date.now() + LIST_TIMEOUT_MS
+    for (;;) {
+      await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`)
+      if (await shows(page, phase)) break
+      if (Date.now() > deadline) throw new Error(`the UI never showed the migrate execution's phase ${phase}`)
+    }
+    await mkdir(SCREENSHOTS, { recursive: true })
+    await page.screenshot({ path: join(SCREENSHOTS, 'temporal-ui-migrate-phase.png') })
+    await page.close()
+    const cancel = await api(stack).post(`/v1/instances/${created.instance.id}/migrate/cancel`)
+    assert.ok(cancel.status === 202 || cancel.status === 200, JSON.stringify(cancel.body))
+  })
+
+  /** Whether the page or any of its frames (the UI renders metadata in frames) shows `text` within a while. */
+  async function shows (page: Page, text: RegExp): Promise<boolean> {
+    const deadline = Date.now() + ROW_WAIT_MS
+    while (Date.now() < deadline) {
+      // A frame the UI re-renders meanwhile is detached: it shows nothing.
+      for (const frame of page.frames()) if (await frame.getByText(text).count().catch(() => 0) > 0) return true
+      await page.waitForTimeout(500)
+    }
+    return false
+  }
+
+  async function create (name: string, start: boolean, cmdline?: string): Promise<Created> {
+    const created = await api(stack).post<Created>('/v1/instances', { ...newInstance(name, cmdline), start })
     assert.equal(created.status, 202, JSON.stringify(created.body))
     return created.body
   }
