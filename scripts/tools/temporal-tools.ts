@@ -1,9 +1,11 @@
 /**
  * The Temporal command-line tools the stack and its operators use: `temporal` (the CLI, which
- * also runs the dev server with its Web UI) and `tctl` (the older operator CLI).
+ * also runs the dev server with its Web UI) and `tctl` (the older operator CLI); and, for the
+ * stack's cluster shape only, Temporal's own server and its SQL schema tool.
  *
- * Each comes from the environment when it is there, else it is built from its Go module into
- * `.tools/bin` once (go-tools.ts).
+ * The CLIs come from the environment when they are there, else they are built from their Go
+ * modules into `.tools/bin` once (go-tools.ts). The server and the schema tool are always the
+ * pinned build: the tool's embedded schemas must be those of the server that runs on them.
  */
 import { ensureBuilt, goBuildFromModuleCopy, goInstall, pinnedVersions } from './go-tools.js'
 import { findOnPath } from './paths.js'
@@ -32,4 +34,21 @@ export async function ensureTemporalTools (options: ToolOptions): Promise<Tempor
       return null
     })
   return { temporal, tctl }
+}
+
+export interface TemporalServerTools {
+  /** `temporal-server`: frontend, history, matching and worker services (cmd/server). */
+  server: string
+  /** `temporal-sql-tool`: creates and updates the server's PostgreSQL schemas (cmd/tools/sql). */
+  sqlTool: string
+}
+
+/** Built only when the cluster shape is asked for: the first build takes minutes. */
+export async function ensureTemporalServer (options: { log: (message: string) => void }): Promise<TemporalServerTools> {
+  const versions = await pinnedVersions()
+  const build = { log: options.log, alternative: 'run the stack with the dev server (VMPLANE_TEMPORAL=dev)' }
+  return {
+    server: await ensureBuilt('temporal-server', versions.temporalServer, goInstall, build),
+    sqlTool: await ensureBuilt('temporal-sql-tool', versions.temporalSqlTool, goInstall, build)
+  }
 }
