@@ -10,7 +10,10 @@ export interface StackInfo {
   /** Prometheus endpoints by component: `api`, `worker`, `agent-<host>`. */
   metricsUrls: Record<string, string>
   temporalAddress: string
-  temporalUiUrl: string
+  /** `dev`: the dev server on SQLite; `cluster`: Temporal's server on PostgreSQL (VMPLANE_TEMPORAL). */
+  temporalShape: 'dev' | 'cluster'
+  /** The dev server's Web UI; null in the cluster shape, which has none. */
+  temporalUiUrl: string | null
   namespace: string
   taskQueue: string
   databaseUrl: string
