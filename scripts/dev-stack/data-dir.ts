@@ -7,7 +7,7 @@
  *   postgres/                                   the PostgreSQL cluster (in the cluster shape, with
  *                                               Temporal's databases temporal, temporal_visibility)
  *   temporal/temporal.sqlite                    the Temporal dev server's database
- *   temporal/config/cluster.yaml                the cluster shape's server configuration (0600)
+ *   temporal/config/cluster.yaml, ui.yaml       the cluster shape's server and UI configurations (0600)
  *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and images
  *   storage/                                    instances' disks and seeds, shared by every host
  *   logs/<component>.log                        every component's output, appended across runs
@@ -31,7 +31,7 @@ export function stackPaths (dataDir: string) {
     temporalDb: join(dataDir, 'temporal', 'temporal.sqlite'),
     /** The password of the PostgreSQL role the cluster shape's Temporal server connects as. */
     temporalDbPasswordFile: join(dataDir, 'temporal-db-password'),
-    /** The cluster shape's server runs with `--root <temporalDir> --config config --env cluster`. */
+    /** The cluster shape's server and UI read their configurations from `config/` in it (temporal-cluster.ts). */
     temporalDir: join(dataDir, 'temporal'),
     logDir: join(dataDir, 'logs'),
     runDir: join(dataDir, 'run'),

@@ -12,8 +12,7 @@ export interface StackInfo {
   temporalAddress: string
   /** `dev`: the dev server on SQLite; `cluster`: Temporal's server on PostgreSQL (VMPLANE_TEMPORAL). */
   temporalShape: 'dev' | 'cluster'
-  /** The dev server's Web UI; null in the cluster shape, which has none. */
-  temporalUiUrl: string | null
+  temporalUiUrl: string
   namespace: string
   taskQueue: string
   databaseUrl: string

@@ -8,10 +8,12 @@
  * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
  * → the `default` network (default-network.ts) → write run/stack.json and print where everything
  * is. In the cluster shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL →
- * Temporal's databases and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) → its
- * namespace and search attributes (temporal-namespace.ts), beside vmplane's own migrations.
+ * Temporal's databases and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its
+ * Web UI (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
+ * vmplane's own migrations.
  *
- * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
+ * Stop: the clients first (API, worker, agents, the cluster shape's Temporal UI), then Temporal,
+ * then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
  * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
@@ -41,8 +43,9 @@ import { temporalAddress, temporalSpec, temporalUiUrl, waitForTemporal } from '.
 import { HISTORY_SHARDS, prepareClusterServer } from './temporal-cluster.js'
 import { ensureNamespace } from './temporal-namespace.js'
 import { ensureTemporalSchemas } from './temporal-schemas.js'
+import { prepareUiServer } from './temporal-ui.js'
 import { waitForStackReady } from './readiness.js'
-import type { WaitOptions } from './wait.js'
+import { answersOk, waitUntil, type WaitOptions } from './wait.js'
 
 /** How long each part may take to become ready before the start is given up. */
 const READY_TIMEOUT_MS = 180_000
@@ -199,10 +202,16 @@ export class DevStack {
     if (server === null) throw new Error('the cluster shape runs Temporal on the stack\'s own PostgreSQL')
     for (const line of await ensureTemporalSchemas(server, tools.sqlTool, dbPassword)) this.log(`Temporal's database ${line}`)
     this.startComponent(await prepareClusterServer({ server: tools.server, config: this.config, paths: this.paths, postgres: server, dbPassword, env }))
+    this.startComponent(await prepareUiServer(tools.ui, this.config, this.paths, env))
     const address = temporalAddress(this.config)
-    await waitForTemporal(temporal, address, this.waitOptions('temporal'))
-    const created = await ensureNamespace({ temporal, address, namespace: this.config.namespace }, this.waitOptions('temporal'))
-    if (created.length > 0) this.log(`registered in Temporal: ${created.join(', ')}`)
+    await Promise.all([
+      (async () => {
+        await waitForTemporal(temporal, address, this.waitOptions('temporal'))
+        const created = await ensureNamespace({ temporal, address, namespace: this.config.namespace }, this.waitOptions('temporal'))
+        if (created.length > 0) this.log(`registered in Temporal: ${created.join(', ')}`)
+      })(),
+      waitUntil('the Temporal UI answering', () => answersOk(temporalUiUrl(this.config)), this.waitOptions('temporal-ui'))
+    ])
   }
 
   private startComponent (spec: ComponentSpec): void {
@@ -223,9 +232,10 @@ export class DevStack {
       `vmplane is ready (${Math.round(tookMs / 100) / 10} s)`,
       `  API          ${info.apiUrl}`,
       `  API docs     ${info.docsUrl}`,
-      info.temporalUiUrl === null
-        ? `  Temporal     ${info.temporalAddress} (the server on PostgreSQL, ${HISTORY_SHARDS} history shards; no Web UI in this shape)`
-        : `  Temporal UI  ${info.temporalUiUrl}`,
+      `  Temporal UI  ${info.temporalUiUrl}`,
+      ...info.temporalShape === 'cluster'
+        ? [`  Temporal     ${info.temporalAddress}: Temporal's server on PostgreSQL, ${HISTORY_SHARDS} history shards`]
+        : [],
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
       `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
       `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
@@ -241,7 +251,7 @@ export class DevStack {
     if (!this.claimed) return await this.output.close()
     this.log('stopping')
     await removeStackFile(this.paths.stackFile)
-    await this.supervisor.stop(['api', 'worker', ...this.hosts.map((host) => host.component)])
+    await this.supervisor.stop(['api', 'worker', 'temporal-ui', ...this.hosts.map((host) => host.component)])
     await this.supervisor.stop(['temporal'])
     await this.supervisor.stop(['postgres'])
     await this.finish()

@@ -13,8 +13,7 @@
  * shards (fixed once a database has them), every port on 127.0.0.1, and
  * config/temporal-dynamic-config.yaml read by the server itself, as Compose's server reads it.
  *
- * It has no Web UI: the dev server's is built into the CLI, and the UI's own server is a separate
- * build that the cluster shape leaves out (the dev shape and the UI test cover the UI).
+ * Its Web UI is the UI's own server beside it (temporal-ui.ts), as Compose runs it.
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -28,9 +27,6 @@ import { SQL_PLUGIN, TEMPORAL_DATABASES, TEMPORAL_DB_ROLE } from './temporal-sch
 
 /** Fixed for the life of the databases: the server refuses to start on a different count. */
 export const HISTORY_SHARDS = 16
-/** The server's `--env`: it reads `<config dir>/<env>.yaml`. */
-const CONFIG_ENV = 'cluster'
-const CONFIG_DIR = 'config'
 const CLUSTER_NAME = 'active'
 
 export interface ClusterSetup {
@@ -44,15 +40,39 @@ export interface ClusterSetup {
 
 /** Writes the server's configuration and returns how to run it. */
 export async function prepareClusterServer (setup: ClusterSetup): Promise<ComponentSpec> {
-  const configDir = join(setup.paths.temporalDir, CONFIG_DIR)
-  await mkdir(configDir, { recursive: true })
-  // Mode 0600: it holds the database password.
-  await writeFile(join(configDir, `${CONFIG_ENV}.yaml`), stringify(serverConfig(setup)), { mode: 0o600 })
-  return {
+  return await configuredComponent({
     name: 'temporal',
     command: setup.server,
-    args: ['--root', setup.paths.temporalDir, '--config', CONFIG_DIR, '--env', CONFIG_ENV, '--allow-no-auth', 'start'],
+    configName: 'cluster',
+    config: serverConfig(setup),
+    flags: ['--allow-no-auth'],
+    paths: setup.paths,
     env: setup.env
+  })
+}
+
+/**
+ * A component of Temporal's that reads its configuration as the server does (the UI's server
+ * too): `--root <temporal dir> --config config --env <name>` reads `config/<name>.yaml` there.
+ * The file is written anew, mode 0600 (the server's holds the database password).
+ */
+export async function configuredComponent (component: {
+  name: string
+  command: string
+  configName: string
+  config: Record<string, unknown>
+  flags?: string[]
+  paths: StackPaths
+  env: NodeJS.ProcessEnv
+}): Promise<ComponentSpec> {
+  const configDir = join(component.paths.temporalDir, 'config')
+  await mkdir(configDir, { recursive: true })
+  await writeFile(join(configDir, `${component.configName}.yaml`), stringify(component.config), { mode: 0o600 })
+  return {
+    name: component.name,
+    command: component.command,
+    args: ['--root', component.paths.temporalDir, '--config', 'config', '--env', component.configName, ...component.flags ?? [], 'start'],
+    env: component.env
   }
 }
 

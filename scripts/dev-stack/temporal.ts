@@ -27,9 +27,9 @@ export function temporalAddress (config: StackConfig): string {
   return `127.0.0.1:${config.temporalPort}`
 }
 
-/** The dev server's Web UI; the cluster shape has none (temporal-cluster.ts). */
-export function temporalUiUrl (config: StackConfig): string | null {
-  return config.temporalShape === 'dev' ? `http://127.0.0.1:${config.temporalUiPort}` : null
+/** The dev server's built-in Web UI, or the cluster shape's UI server (temporal-ui.ts). */
+export function temporalUiUrl (config: StackConfig): string {
+  return `http://127.0.0.1:${config.temporalUiPort}`
 }
 
 export function temporalSpec (temporal: string, config: StackConfig, paths: StackPaths, env: NodeJS.ProcessEnv): ComponentSpec {

@@ -1,7 +1,8 @@
 /**
  * Tools built from their Go modules into `.tools/bin`, at the versions pinned in
  * `scripts/tools/versions.json`: the Temporal CLIs and, for the stack's cluster shape, Temporal's
- * own server and its SQL schema tool (temporal-tools.ts), and Docker Compose (compose.ts). A built binary that reports the pinned version is kept, so every later run only
+ * own server, its SQL schema tool and its Web UI's server (temporal-tools.ts), and Docker Compose
+ * (compose.ts). A built binary that reports the pinned version is kept, so every later run only
  * pays for one `--version` call.
  */
 import { execFile } from 'node:child_process'
@@ -28,7 +29,8 @@ const versionsSchema = z.object({
   tctl: goToolSchema,
   compose: goToolSchema,
   temporalServer: goToolSchema,
-  temporalSqlTool: goToolSchema
+  temporalSqlTool: goToolSchema,
+  temporalUi: goToolSchema
 })
 
 export async function pinnedVersions (): Promise<z.infer<typeof versionsSchema>> {

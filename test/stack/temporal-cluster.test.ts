@@ -1,7 +1,8 @@
 /**
  * The stack's cluster shape (VMPLANE_TEMPORAL=cluster), on real processes: Temporal's own server
- * with its four services, persisted in the stack's PostgreSQL with 16 history shards, its
- * namespace and vmplane's search attributes registered with the `temporal` CLI. vmplane drives
+ * with its four services, persisted in the stack's PostgreSQL with 16 history shards, its Web UI's
+ * server beside it, its namespace and vmplane's search attributes registered with the `temporal`
+ * CLI. vmplane drives
  * instances on it through the API, and keeps doing so after Temporal and then PostgreSQL are
  * SIGKILLed and restarted by the stack, and after the stack itself is restarted on the same data
  * directory (which finds the schemas and registrations in place).
@@ -29,7 +30,6 @@ describe('the cluster shape: Temporal\'s server on PostgreSQL', { timeout: 600_0
 
   test('runs temporal-server on postgres12 persistence and visibility, 16 history shards', async () => {
     assert.equal(stack.info.temporalShape, 'cluster')
-    assert.equal(stack.info.temporalUiUrl, null, 'the cluster shape has no Web UI')
     const argv = await processCommandLine(await stack.pid('temporal'))
     assert.equal(basename(argv?.[0] ?? ''), 'temporal-server', `the temporal component runs ${argv?.join(' ')}`)
 
@@ -42,6 +42,16 @@ describe('the cluster shape: Temporal\'s server on PostgreSQL', { timeout: 600_0
     const owners = await databaseOwners()
     assert.equal(owners.temporal, 'temporal', 'Temporal\'s persistence is a database of its own role')
     assert.equal(owners.temporal_visibility, 'temporal')
+  })
+
+  test('serves the Web UI, which shows the cluster', async () => {
+    const page = await fetch(stack.info.temporalUiUrl)
+    assert.equal(page.status, 200)
+    assert.match(await page.text(), /<html/i)
+    // The UI's own API, which its pages call: answered from the frontend it is connected to.
+    const info = await fetch(`${stack.info.temporalUiUrl}/api/v1/cluster-info`)
+    assert.equal(info.status, 200)
+    assert.equal((await info.json() as { historyShardCount: number }).historyShardCount, 16)
   })
 
   test('has the namespace and vmplane\'s search attributes registered', async () => {

@@ -75,7 +75,7 @@ describe('the Temporal UI', () => {
     // The UI (2.42.1) has no list column for a workflow's summary; the workflow's User Metadata
     // tab shows it, rendered as Markdown in a frame of its own, the first of the tab's two.
     assert.ok(running.operation.runId !== null)
-    await page.goto(`${uiUrl()}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(runningWorkflow)}/${running.operation.runId}/user-metadata`)
+    await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(runningWorkflow)}/${running.operation.runId}/user-metadata`)
     await page.locator('iframe').first().contentFrame().getByText('create ui-web-1 and start it').waitFor({ timeout: 30_000 })
     await page.screenshot({ path: join(SCREENSHOTS, 'temporal-ui-workflow-summary.png') })
     await context.close()
@@ -96,7 +96,7 @@ describe('the Temporal UI', () => {
     const phase = /sending: to host-\d/
     const deadline = Date.now() + LIST_TIMEOUT_MS
     for (;;) {
-      await page.goto(`${uiUrl()}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`)
+      await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`)
       if (await shows(page, phase)) break
       if (Date.now() > deadline) throw new Error(`the UI never showed the migrate execution's phase ${phase}`)
     }
@@ -124,15 +124,8 @@ describe('the Temporal UI', () => {
     return created.body
   }
 
-  /** The dev stack's Web UI (the cluster shape has none). */
-  function uiUrl (): string {
-    const url = stack.info.temporalUiUrl
-    assert.ok(url !== null, 'the stack serves the Temporal Web UI')
-    return url
-  }
-
   function listUrl (query: string): string {
-    return `${uiUrl()}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(query)}`
+    return `${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(query)}`
   }
 
   /** The list's rows for a workflow ID. */
