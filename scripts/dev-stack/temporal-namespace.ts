@@ -59,6 +59,11 @@ export async function ensureNamespace (target: TemporalTarget, options: WaitOpti
     created.push(`namespace ${target.namespace}`)
   }
   const registered = await waitFor('the search attributes listed', () => searchAttributes(target), options)
+  const mistyped = CLI_SEARCH_ATTRIBUTES.filter(({ name, type }) => name in registered && registered[name] !== type)
+  if (mistyped.length > 0) {
+    throw new Error(`namespace ${target.namespace} has ${mistyped.map(({ name, type }) => `${name} as ${registered[name]}, not ${type}`).join('; ')}: ` +
+      'vmplane\'s workflows would fail to set them (a search attribute\'s type cannot be changed; use another namespace)')
+  }
   const toCreate = CLI_SEARCH_ATTRIBUTES.filter(({ name }) => !(name in registered))
   if (toCreate.length > 0) {
     // The CLI pairs the n-th --name with the n-th --type.
@@ -94,10 +99,10 @@ async function searchAttributes (target: TemporalTarget): Promise<Record<string,
   return Object.fromEntries(Object.entries(listed.customAttributes).map(([name, type]) => [name, cliTypeName(type)]))
 }
 
-/** `INDEXED_VALUE_TYPE_KEYWORD` (the API's enum, as JSON shows it) → `Keyword`. */
+/** `INDEXED_VALUE_TYPE_KEYWORD_LIST` (the API's enum, as JSON shows it) → `KeywordList`. */
 function cliTypeName (apiName: string): string {
-  const bare = apiName.replace(/^INDEXED_VALUE_TYPE_/, '').toLowerCase().replace(/_(\w)/g, (_, letter: string) => letter.toUpperCase())
-  return Object.values(CLI_TYPE_NAMES).find((name) => name.toLowerCase() === bare.toLowerCase()) ?? apiName
+  const bare = apiName.replace(/^INDEXED_VALUE_TYPE_/, '').replaceAll('_', '').toLowerCase()
+  return Object.values(CLI_TYPE_NAMES).find((name) => name.toLowerCase() === bare) ?? apiName
 }
 
 async function cli (target: TemporalTarget, ...args: string[]): Promise<string> {
