@@ -2,7 +2,7 @@
  * The stack's cluster shape (`VMPLANE_TEMPORAL=cluster`): Temporal's own server, the binary a
  * deployment runs (docker-compose.yml's image holds the same version), persisted in the stack's
  * PostgreSQL instead of the dev server's SQLite file. vmplane is run and tested on what it meets
- * in production: a persistence store that restarts on its own, several history shards, four
+ * in production: a persistence store that can restart under the server, several history shards, four
  * services that find each other through membership.
  *
  * All four services (frontend, history, matching, worker) run in one `temporal-server` process,
