@@ -267,12 +267,17 @@ export function agentConfig (env: Env = process.env) {
 }
 export type AgentConfig = ReturnType<typeof agentConfig>
 
+/** How many ports the cluster shape's Temporal services take besides the frontend's gRPC port. */
+export const TEMPORAL_CLUSTER_PORTS = 8
+
 export function stackConfig (env: Env = process.env) {
   const s = parse(
     z.object({
       VMPLANE_DATA_DIR: z.string().min(1).default('.vmplane'),
       VMPLANE_HOSTS: z.coerce.number().int().min(1).max(64).default(2),
+      VMPLANE_TEMPORAL: z.enum(['dev', 'cluster']).default('dev'),
       VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
+      VMPLANE_TEMPORAL_CLUSTER_PORT: z.coerce.number().int().min(1).max(65536 - TEMPORAL_CLUSTER_PORTS).optional(),
       VMPLANE_TEMPORAL_UI_PORT: port.optional(),
       VMPLANE_TEMPORAL_METRICS_PORT: port.optional(),
       VMPLANE_TEMPORAL_DYNAMIC_CONFIG: z.enum(['tuned', 'default']).default('tuned'),
@@ -285,6 +290,9 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_API_TOKEN: optionalToken,
       VMPLANE_API_VIEWER_TOKEN: optionalToken,
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional()
+    }).refine((settings) => settings.VMPLANE_TEMPORAL === 'dev' || settings.DATABASE_URL === undefined, {
+      path: ['VMPLANE_TEMPORAL'],
+      message: 'cluster runs Temporal on the stack\'s own PostgreSQL: leave DATABASE_URL unset'
     }),
     env
   )
@@ -292,7 +300,17 @@ export function stackConfig (env: Env = process.env) {
   return {
     dataDir: resolve(s.VMPLANE_DATA_DIR),
     hosts: s.VMPLANE_HOSTS,
+    /**
+     * `dev`: `temporal server start-dev` on SQLite, with its Web UI; `cluster`: Temporal's own
+     * server on the stack's PostgreSQL (scripts/dev-stack/temporal-cluster.ts), as deployed.
+     */
+    temporalShape: s.VMPLANE_TEMPORAL,
     temporalPort: s.VMPLANE_TEMPORAL_PORT,
+    /**
+     * The cluster shape's other ports, TEMPORAL_CLUSTER_PORTS of them from this one: membership
+     * and HTTP of the frontend, gRPC and membership of history, matching and the worker service.
+     */
+    temporalClusterPort: s.VMPLANE_TEMPORAL_CLUSTER_PORT ?? s.VMPLANE_TEMPORAL_PORT + 1,
     temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
     temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,
     /** `tuned`: the dev server runs with config/temporal-dynamic-config.yaml; `default`: with the server's defaults. */

@@ -1,7 +1,8 @@
 /**
  * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
  * sure the tools the tests use are there (the Temporal CLIs, the host agent's qemu-img, dosfstools,
- * mtools and iproute2, Docker Compose, Chromium: building
+ * mtools and iproute2, Docker Compose, Temporal's server, schema tool and UI server for the
+ * cluster shape's test, Chromium: building
  * or installing them the first time takes minutes, better spent here than inside a test's
  * timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
  * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
@@ -22,7 +23,7 @@ ensureBuilt()
 rmSync(OUTPUT, { recursive: true, force: true })
 mkdirSync(OUTPUT, { recursive: true })
 
-const { ensureTemporalTools } = await import('../dist/scripts/tools/temporal-tools.js')
+const { ensureTemporalServer, ensureTemporalTools } = await import('../dist/scripts/tools/temporal-tools.js')
 const tools = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
 // Every test finds the same `temporal` and `tctl`, by TEMPORAL_CLI (the dev stack's setting) or on PATH.
 const toolDirs = [tools.temporal, tools.tctl].filter((tool) => tool !== null).map((tool) => dirname(tool))
@@ -33,12 +34,17 @@ const testEnv = {
 }
 
 const failures = []
-// The tests that need these find them again (findCompose, findChromium) and fail saying what is
-// missing; the other tests still run.
+// The tests that need these find them again (findCompose, findChromium; the cluster shape's stack
+// builds its server) and fail saying what is missing; the other tests still run.
 const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
 const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
 const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
-for (const [tool, ensure] of [['the host tools', ensureHostTools], ['Docker Compose', ensureCompose], ['Chromium', ensureChromium]]) {
+for (const [tool, ensure] of [
+  ['the host tools', ensureHostTools],
+  ['Docker Compose', ensureCompose],
+  ["Temporal's server", ensureTemporalServer],
+  ['Chromium', ensureChromium]
+]) {
   await ensure({ log: console.log }).catch((error) => {
     console.error(`${tool} is not available: ${error.message}`)
     failures.push(`setup (${tool})`)

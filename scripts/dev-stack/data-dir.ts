@@ -3,9 +3,11 @@
  * stack with another data directory (and other ports) runs beside it without sharing a file.
  *
  *   api-token, viewer-token, agent-token,
- *   postgres-password                           secrets, generated once (mode 0600)
- *   postgres/                                   the PostgreSQL cluster
+ *   postgres-password, temporal-db-password     secrets, generated once (mode 0600)
+ *   postgres/                                   the PostgreSQL cluster (in the cluster shape, with
+ *                                               Temporal's databases temporal, temporal_visibility)
  *   temporal/temporal.sqlite                    the Temporal dev server's database
+ *   temporal/config/cluster.yaml, ui.yaml       the cluster shape's server and UI configurations (0600)
  *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and images
  *   storage/                                    instances' disks and seeds, shared by every host
  *   logs/<component>.log                        every component's output, appended across runs
@@ -27,6 +29,10 @@ export function stackPaths (dataDir: string) {
     postgresPasswordFile: join(dataDir, 'postgres-password'),
     postgresDir: join(dataDir, 'postgres'),
     temporalDb: join(dataDir, 'temporal', 'temporal.sqlite'),
+    /** The password of the PostgreSQL role the cluster shape's Temporal server connects as. */
+    temporalDbPasswordFile: join(dataDir, 'temporal-db-password'),
+    /** The cluster shape's server and UI read their configurations from `config/` in it (temporal-cluster.ts). */
+    temporalDir: join(dataDir, 'temporal'),
     logDir: join(dataDir, 'logs'),
     runDir: join(dataDir, 'run'),
     stackFile: join(dataDir, 'run', 'stack.json'),

@@ -13,6 +13,7 @@ import { createWriteStream, readFileSync } from 'node:fs'
 import { chmod, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
+import { TEMPORAL_CLUSTER_PORTS } from '../../config/index.js'
 import { stackPaths, type StackPaths } from '../../scripts/dev-stack/data-dir.js'
 import { readPidFile, readPidFiles } from '../../scripts/dev-stack/pid-files.js'
 import { removeHostNetworks } from '../../scripts/dev-stack/host-network.js'
@@ -65,6 +66,8 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
     VMPLANE_DATA_DIR: dataDir,
     VMPLANE_HOSTS: String(hosts),
     VMPLANE_TEMPORAL_PORT: String(temporalPort),
+    // Read by the cluster shape only (VMPLANE_TEMPORAL=cluster): its services' other ports.
+    VMPLANE_TEMPORAL_CLUSTER_PORT: String(await freePorts(TEMPORAL_CLUSTER_PORTS)),
     VMPLANE_TEMPORAL_UI_PORT: String(temporalUiPort),
     VMPLANE_PG_PORT: String(pgPort),
     VMPLANE_API_PORT: String(apiPort),

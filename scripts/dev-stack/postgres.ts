@@ -34,6 +34,8 @@ const RELOCATED = '/var/lib/vmplane'
 
 export interface PostgresServer {
   spec: ComponentSpec
+  /** On 127.0.0.1. */
+  port: number
   /** The maintenance database, for creating the application's one. */
   adminUrl: string
   databaseUrl: string
@@ -71,6 +73,7 @@ export async function preparePostgres (
       ...user,
       stopSignal: 'SIGINT'
     },
+    port,
     adminUrl: url('postgres'),
     databaseUrl: url(DATABASE)
   }
@@ -172,10 +175,36 @@ export async function waitForPostgres (adminUrl: string, options: WaitOptions): 
 
 /** Creates the application's database unless it exists. */
 export async function ensureDatabase (server: PostgresServer): Promise<void> {
+  await withClient(server.adminUrl, async (client) => await createDatabaseUnlessExists(client, DATABASE))
+}
+
+/**
+ * A role that logs in with `password` (set again on every start, so the role always matches the
+ * secret kept in the data directory) and the databases it owns, each made unless it exists: a
+ * server that is not vmplane's (Temporal's, in the cluster shape) gets databases of its own
+ * and no rights on vmplane's.
+ */
+export async function ensureOwnedDatabases (server: PostgresServer, role: string, password: string, databases: readonly string[]): Promise<void> {
   await withClient(server.adminUrl, async (client) => {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE])
-    if (rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(DATABASE)}`)
+    const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role])
+    // A utility statement takes no parameters: the password goes in as a quoted literal.
+    await client.query(`${rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${client.escapeIdentifier(role)} LOGIN PASSWORD ${client.escapeLiteral(password)}`)
+    for (const database of databases) await createDatabaseUnlessExists(client, database, role)
   })
+}
+
+/** The rows of one query in one of the server's databases, as its superuser. */
+export async function queryDatabase (server: PostgresServer, database: string, sql: string, params: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+  const url = new URL(server.adminUrl)
+  url.pathname = `/${database}`
+  return await withClient(url.toString(), async (client) => (await client.query(sql, params)).rows)
+}
+
+async function createDatabaseUnlessExists (client: pg.Client, database: string, owner?: string): Promise<void> {
+  const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])
+  if (rowCount !== 0) return
+  const ownedBy = owner === undefined ? '' : ` OWNER ${client.escapeIdentifier(owner)}`
+  await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}${ownedBy}`)
 }
 
 async function withClient<T> (url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {

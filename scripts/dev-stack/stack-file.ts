@@ -10,6 +10,8 @@ export interface StackInfo {
   /** Prometheus endpoints by component: `api`, `worker`, `agent-<host>`. */
   metricsUrls: Record<string, string>
   temporalAddress: string
+  /** `dev`: the dev server on SQLite; `cluster`: Temporal's server on PostgreSQL (VMPLANE_TEMPORAL). */
+  temporalShape: 'dev' | 'cluster'
   temporalUiUrl: string
   namespace: string
   taskQueue: string

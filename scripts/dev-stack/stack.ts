@@ -7,9 +7,13 @@
  * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
  * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
  * → the `default` network (default-network.ts) → write run/stack.json and print where everything
- * is.
+ * is. In the cluster shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL →
+ * Temporal's databases and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its
+ * Web UI (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
+ * vmplane's own migrations.
  *
- * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
+ * Stop: the clients first (API, worker, agents, the cluster shape's Temporal UI), then Temporal,
+ * then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
  * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
@@ -18,7 +22,7 @@ import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
 import type { StackConfig } from '../../config/index.js'
 import { migrate } from '../../db/migrate.js'
-import { ensureTemporalTools } from '../tools/temporal-tools.js'
+import { ensureTemporalServer, ensureTemporalTools } from '../tools/temporal-tools.js'
 import {
   agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerMetricsUrl, workerSpec,
   type ComponentContext, type HostPlan
@@ -30,14 +34,18 @@ import { ensureHostNetwork, removeHostNetworks } from './host-network.js'
 import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
-import { ensureDatabase, preparePostgres, waitForPostgres } from './postgres.js'
+import { ensureDatabase, preparePostgres, waitForPostgres, type PostgresServer } from './postgres.js'
 import { findVmmProcesses } from './processes.js'
 import { loadOrCreateSecret } from './secrets.js'
 import { removeStackFile, writeStackFile, type StackInfo } from './stack-file.js'
 import { Supervisor, type ComponentSpec } from './supervisor.js'
 import { temporalAddress, temporalSpec, temporalUiUrl, waitForTemporal } from './temporal.js'
+import { HISTORY_SHARDS, prepareClusterServer } from './temporal-cluster.js'
+import { ensureNamespace } from './temporal-namespace.js'
+import { ensureTemporalSchemas } from './temporal-schemas.js'
+import { prepareUiServer } from './temporal-ui.js'
 import { waitForStackReady } from './readiness.js'
-import type { WaitOptions } from './wait.js'
+import { answersOk, waitUntil, type WaitOptions } from './wait.js'
 
 /** How long each part may take to become ready before the start is given up. */
 const READY_TIMEOUT_MS = 180_000
@@ -83,9 +91,12 @@ export class DevStack {
 
     // Every process of this stack carries its data directory in its environment (pid-files.ts).
     const baseEnv = { ...process.env, [DATA_DIR_MARK]: paths.dataDir }
+    const postgres = this.startPostgres(baseEnv)
     const [databaseUrl] = await Promise.all([
-      this.startDatabase(baseEnv),
-      this.startTemporal(tools.temporal, baseEnv)
+      postgres.then((server) => this.migrateDatabase(server)),
+      config.temporalShape === 'dev'
+        ? this.startDevServer(tools.temporal, baseEnv)
+        : this.startCluster(tools.temporal, postgres, baseEnv)
     ])
 
     const context: ComponentContext = {
@@ -134,6 +145,7 @@ export class DevStack {
         ...Object.fromEntries(this.hosts.map((host) => [host.component, `${host.url}/metrics`]))
       },
       temporalAddress: temporalAddress(config),
+      temporalShape: config.temporalShape,
       temporalUiUrl: temporalUiUrl(config),
       namespace: config.namespace,
       taskQueue: config.taskQueue,
@@ -150,26 +162,56 @@ export class DevStack {
     return info
   }
 
-  /** PostgreSQL up (unless DATABASE_URL names another), the database there, migrated. */
-  private async startDatabase (env: NodeJS.ProcessEnv): Promise<string> {
-    let databaseUrl = this.config.databaseUrl
-    if (databaseUrl === null) {
-      const password = await loadOrCreateSecret(this.paths.postgresPasswordFile)
-      const server = await preparePostgres(this.paths, this.config.pgPort, password, env, (message) => this.log(message))
-      this.startComponent(server.spec)
-      await waitForPostgres(server.adminUrl, this.waitOptions('postgres'))
-      await ensureDatabase(server)
-      databaseUrl = server.databaseUrl
-    }
+  /** The stack's own PostgreSQL up and accepting connections; null when DATABASE_URL names another. */
+  private async startPostgres (env: NodeJS.ProcessEnv): Promise<PostgresServer | null> {
+    if (this.config.databaseUrl !== null) return null
+    const password = await loadOrCreateSecret(this.paths.postgresPasswordFile)
+    const server = await preparePostgres(this.paths, this.config.pgPort, password, env, (message) => this.log(message))
+    this.startComponent(server.spec)
+    await waitForPostgres(server.adminUrl, this.waitOptions('postgres'))
+    return server
+  }
+
+  /** vmplane's database (on the stack's PostgreSQL, or DATABASE_URL's), migrated; its URL. */
+  private async migrateDatabase (server: PostgresServer | null): Promise<string> {
+    if (server !== null) await ensureDatabase(server)
+    const databaseUrl = server?.databaseUrl ?? this.config.databaseUrl!
     const { from, to } = await migrate(databaseUrl)
     this.log(from === to ? `database schema at version ${to}` : `migrated the database schema from version ${from} to ${to}`)
     return databaseUrl
   }
 
-  private async startTemporal (temporal: string, env: NodeJS.ProcessEnv): Promise<void> {
+  private async startDevServer (temporal: string, env: NodeJS.ProcessEnv): Promise<void> {
     await mkdir(dirname(this.paths.temporalDb), { recursive: true })
     this.startComponent(temporalSpec(temporal, this.config, this.paths, env))
     await waitForTemporal(temporal, temporalAddress(this.config), this.waitOptions('temporal'))
+  }
+
+  /**
+   * The cluster shape: Temporal's server built (minutes, the first time) while PostgreSQL
+   * starts, then its schemas, the server, and what vmplane needs registered in it.
+   */
+  private async startCluster (temporal: string, postgres: Promise<PostgresServer | null>, env: NodeJS.ProcessEnv): Promise<void> {
+    const log = (message: string): void => this.log(message)
+    const [tools, server, dbPassword] = await Promise.all([
+      ensureTemporalServer({ log }),
+      postgres,
+      loadOrCreateSecret(this.paths.temporalDbPasswordFile)
+    ])
+    // The configuration refuses VMPLANE_TEMPORAL=cluster with a DATABASE_URL (config/index.ts).
+    if (server === null) throw new Error('the cluster shape runs Temporal on the stack\'s own PostgreSQL')
+    for (const line of await ensureTemporalSchemas(server, tools.sqlTool, dbPassword)) this.log(`Temporal's database ${line}`)
+    this.startComponent(await prepareClusterServer({ server: tools.server, config: this.config, paths: this.paths, postgres: server, dbPassword, env }))
+    this.startComponent(await prepareUiServer(tools.ui, this.config, this.paths, env))
+    const address = temporalAddress(this.config)
+    await Promise.all([
+      (async () => {
+        await waitForTemporal(temporal, address, this.waitOptions('temporal'))
+        const created = await ensureNamespace({ temporal, address, namespace: this.config.namespace }, this.waitOptions('temporal'))
+        if (created.length > 0) this.log(`registered in Temporal: ${created.join(', ')}`)
+      })(),
+      waitUntil('the Temporal UI answering', () => answersOk(temporalUiUrl(this.config)), this.waitOptions('temporal-ui'))
+    ])
   }
 
   private startComponent (spec: ComponentSpec): void {
@@ -191,6 +233,9 @@ export class DevStack {
       `  API          ${info.apiUrl}`,
       `  API docs     ${info.docsUrl}`,
       `  Temporal UI  ${info.temporalUiUrl}`,
+      ...info.temporalShape === 'cluster'
+        ? [`  Temporal     ${info.temporalAddress}: Temporal's server on PostgreSQL, ${HISTORY_SHARDS} history shards`]
+        : [],
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
       `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
       `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
@@ -206,7 +251,7 @@ export class DevStack {
     if (!this.claimed) return await this.output.close()
     this.log('stopping')
     await removeStackFile(this.paths.stackFile)
-    await this.supervisor.stop(['api', 'worker', ...this.hosts.map((host) => host.component)])
+    await this.supervisor.stop(['api', 'worker', 'temporal-ui', ...this.hosts.map((host) => host.component)])
     await this.supervisor.stop(['temporal'])
     await this.supervisor.stop(['postgres'])
     await this.finish()

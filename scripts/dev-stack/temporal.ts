@@ -1,7 +1,8 @@
 /**
- * The stack's Temporal server: `temporal server start-dev` with its database in a SQLite file in
- * the data directory, the Web UI on, vmplane's search attributes registered, and the dynamic
- * config Compose gives its server.
+ * The stack's Temporal server in its dev shape (the default; temporal-cluster.ts is the other):
+ * `temporal server start-dev` with its database in a SQLite file in the data directory, the Web
+ * UI on, vmplane's search attributes registered, and the dynamic config Compose gives its server.
+ * Also what both shapes share: the frontend's address and the wait for it.
  *
  * `--search-attribute` is given on every start, not only the first: on an existing database the
  * dev server finds the attributes already registered and starts normally (checked with CLI
@@ -11,33 +12,22 @@ import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { SearchAttributeType } from '@temporalio/common'
 import { parse } from 'yaml'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
 import type { StackConfig } from '../../config/index.js'
 import type { StackPaths } from './data-dir.js'
 import { REPO_ROOT } from '../tools/paths.js'
 import type { ComponentSpec } from './supervisor.js'
+import { CLI_SEARCH_ATTRIBUTES } from './temporal-namespace.js'
 import { waitUntil, type WaitOptions } from './wait.js'
 
 const execFileAsync = promisify(execFile)
-const DYNAMIC_CONFIG_FILE = join(REPO_ROOT, 'config', 'temporal-dynamic-config.yaml')
-
-/** The CLI's names for search attribute types (`--search-attribute NAME=TYPE`). */
-const CLI_TYPE_NAMES: Record<SearchAttributeType, string> = {
-  [SearchAttributeType.TEXT]: 'Text',
-  [SearchAttributeType.KEYWORD]: 'Keyword',
-  [SearchAttributeType.INT]: 'Int',
-  [SearchAttributeType.DOUBLE]: 'Double',
-  [SearchAttributeType.BOOL]: 'Bool',
-  [SearchAttributeType.DATETIME]: 'Datetime',
-  [SearchAttributeType.KEYWORD_LIST]: 'KeywordList'
-}
+export const DYNAMIC_CONFIG_FILE = join(REPO_ROOT, 'config', 'temporal-dynamic-config.yaml')
 
 export function temporalAddress (config: StackConfig): string {
   return `127.0.0.1:${config.temporalPort}`
 }
 
+/** The dev server's built-in Web UI, or the cluster shape's UI server (temporal-ui.ts). */
 export function temporalUiUrl (config: StackConfig): string {
   return `http://127.0.0.1:${config.temporalUiPort}`
 }
@@ -54,7 +44,7 @@ export function temporalSpec (temporal: string, config: StackConfig, paths: Stac
     '--sqlite-pragma', 'journal_mode=WAL',
     '--sqlite-pragma', 'synchronous=NORMAL',
     ...(config.temporalDynamicConfig === 'tuned' ? dynamicConfigFlags() : []),
-    ...SEARCH_ATTRIBUTE_KEYS.flatMap((key) => ['--search-attribute', `${key.name}=${CLI_TYPE_NAMES[key.type]}`])
+    ...CLI_SEARCH_ATTRIBUTES.flatMap(({ name, type }) => ['--search-attribute', `${name}=${type}`])
   ]
   if (config.namespace !== 'default') args.push('--namespace', config.namespace)
   if (config.temporalMetricsPort !== null) args.push('--metrics-port', String(config.temporalMetricsPort))

@@ -1,13 +1,14 @@
 /**
  * Tools built from their Go modules into `.tools/bin`, at the versions pinned in
- * `scripts/tools/versions.json`: the Temporal CLIs (temporal-tools.ts) and Docker Compose
+ * `scripts/tools/versions.json`: the Temporal CLIs and, for the stack's cluster shape, Temporal's
+ * own server, its SQL schema tool and its Web UI's server (temporal-tools.ts), and Docker Compose
  * (compose.ts). A built binary that reports the pinned version is kept, so every later run only
  * pays for one `--version` call.
  */
 import { execFile } from 'node:child_process'
 import { cp, mkdir, mkdtemp, readFile, rename, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join, relative } from 'node:path'
+import { basename, join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import { z } from 'zod'
 import { REPO_ROOT, TOOLS_BIN_DIR, findOnPath, isExecutable, run } from './paths.js'
@@ -23,7 +24,14 @@ const goToolSchema = z.object({
 })
 export type GoTool = z.infer<typeof goToolSchema>
 
-const versionsSchema = z.object({ temporal: goToolSchema, tctl: goToolSchema, compose: goToolSchema })
+const versionsSchema = z.object({
+  temporal: goToolSchema,
+  tctl: goToolSchema,
+  compose: goToolSchema,
+  temporalServer: goToolSchema,
+  temporalSqlTool: goToolSchema,
+  temporalUi: goToolSchema
+})
 
 export async function pinnedVersions (): Promise<z.infer<typeof versionsSchema>> {
   return versionsSchema.parse(JSON.parse(await readFile(join(REPO_ROOT, 'scripts', 'tools', 'versions.json'), 'utf8')))
@@ -100,11 +108,22 @@ function ldflags (tool: GoTool): string {
 /** Pure-Go builds (the dev server's SQLite driver is transpiled Go), so no C toolchain is needed. */
 const GO_ENV = { ...process.env, CGO_ENABLED: '0' }
 
-/** The ordinary way: `go install module/cmd@version` into `.tools/bin`. */
+/**
+ * The ordinary way: `go install module/cmd@version`. Go names the binary after its package's
+ * directory (`server` for go.temporal.io/server/cmd/server), so it is installed into a directory
+ * of its own next to the target and renamed into place: a binary in .tools/bin is always a whole
+ * one, under the name the stack looks for.
+ */
 export async function goInstall (tool: GoTool, output: string): Promise<void> {
-  await run('go', ['install', '-trimpath', '-ldflags', ldflags(tool), `${tool.package}@${tool.version}`], {
-    env: { ...GO_ENV, GOBIN: join(output, '..') }
-  })
+  const installDir = await mkdtemp(`${output}.install-`)
+  try {
+    await run('go', ['install', '-trimpath', '-ldflags', ldflags(tool), `${tool.package}@${tool.version}`], {
+      env: { ...GO_ENV, GOBIN: installDir }
+    })
+    await rename(join(installDir, basename(tool.package)), output)
+  } finally {
+    await rm(installDir, { recursive: true, force: true })
+  }
 }
 
 /**

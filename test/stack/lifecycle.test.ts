@@ -31,6 +31,7 @@ describe('the dev stack', { timeout: 600_000 }, () => {
     const { info } = stack
     assert.equal(info.hosts.length, 2)
     assert.equal(info.docsUrl, `${info.apiUrl}/docs`)
+    assert.equal(info.temporalShape, 'dev', 'the dev server unless VMPLANE_TEMPORAL says otherwise')
     for (const url of [`${info.apiUrl}/readyz`, info.docsUrl, info.temporalUiUrl, ...info.hosts.map((host) => `${host.url}/healthz`)]) {
       const response = await fetch(url)
       assert.equal(response.status, 200, url)
