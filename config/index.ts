@@ -267,11 +267,16 @@ export function agentConfig (env: Env = process.env) {
 }
 export type AgentConfig = ReturnType<typeof agentConfig>
 
+/** The dev stack's API or worker processes: as many as a machine's stack has any use for. */
+const replicas = z.coerce.number().int().min(1).max(8).default(1)
+
 export function stackConfig (env: Env = process.env) {
   const s = parse(
     z.object({
       VMPLANE_DATA_DIR: z.string().min(1).default('.vmplane'),
       VMPLANE_HOSTS: z.coerce.number().int().min(1).max(64).default(2),
+      VMPLANE_API_REPLICAS: replicas,
+      VMPLANE_WORKER_REPLICAS: replicas,
       VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
       VMPLANE_TEMPORAL_UI_PORT: port.optional(),
       VMPLANE_TEMPORAL_METRICS_PORT: port.optional(),
@@ -292,6 +297,13 @@ export function stackConfig (env: Env = process.env) {
   return {
     dataDir: resolve(s.VMPLANE_DATA_DIR),
     hosts: s.VMPLANE_HOSTS,
+    /**
+     * How many API and worker processes the stack runs. With more than one API, HAProxy listens on
+     * the API port and replica i on the API port + i; worker i serves metrics on the worker
+     * metrics port + i - 1.
+     */
+    apiReplicas: s.VMPLANE_API_REPLICAS,
+    workerReplicas: s.VMPLANE_WORKER_REPLICAS,
     temporalPort: s.VMPLANE_TEMPORAL_PORT,
     temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
     temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,

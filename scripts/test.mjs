@@ -1,7 +1,7 @@
 /**
  * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
  * sure the tools the tests use are there (the Temporal CLIs, the host agent's qemu-img, dosfstools,
- * mtools and iproute2, Docker Compose, Chromium: building
+ * mtools and iproute2, HAProxy for the API replicas' stack, Docker Compose, Chromium: building
  * or installing them the first time takes minutes, better spent here than inside a test's
  * timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
  * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
@@ -33,12 +33,13 @@ const testEnv = {
 }
 
 const failures = []
-// The tests that need these find them again (findCompose, findChromium) and fail saying what is
-// missing; the other tests still run.
+// The tests that need these find them again (findCompose, findChromium, the dev stack's HAProxy)
+// and fail saying what is missing; the other tests still run.
 const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
 const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
 const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
-for (const [tool, ensure] of [['the host tools', ensureHostTools], ['Docker Compose', ensureCompose], ['Chromium', ensureChromium]]) {
+const { ensureHaproxy } = await import('../dist/scripts/tools/haproxy.js')
+for (const [tool, ensure] of [['the host tools', ensureHostTools], ['HAProxy', ensureHaproxy], ['Docker Compose', ensureCompose], ['Chromium', ensureChromium]]) {
   await ensure({ log: console.log }).catch((error) => {
     console.error(`${tool} is not available: ${error.message}`)
     failures.push(`setup (${tool})`)

@@ -3,13 +3,13 @@
  * and stopped in reverse order.
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
- * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
- * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
- * → the `default` network (default-network.ts) → write run/stack.json and print where everything
- * is.
+ * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the workers,
+ * the host agents (each in its network namespace, host-network.ts) and the APIs, with HAProxy in
+ * front when there is more than one (api-balancer.ts) → wait until the stack is ready
+ * (readiness.ts: the agents, every API with a worker behind it, every host active) → the `default`
+ * network (default-network.ts) → write run/stack.json and print where everything is.
  *
- * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
+ * Stop: the clients first (APIs, HAProxy, workers, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
  * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
@@ -20,9 +20,11 @@ import type { StackConfig } from '../../config/index.js'
 import { migrate } from '../../db/migrate.js'
 import { ensureTemporalTools } from '../tools/temporal-tools.js'
 import {
-  agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerMetricsUrl, workerSpec,
-  type ComponentContext, type HostPlan
+  agentSpec, apiSpec, apiUrl, checkEntryPoints, planApiReplicas, planHosts, planWorkerReplicas, workerSpec,
+  type ComponentContext, type HostPlan, type Replica
 } from './components.js'
+import { BALANCER_COMPONENT, balancerSpec } from './api-balancer.js'
+import { ensureHaproxy } from '../tools/haproxy.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
 import { DEFAULT_NETWORK } from '../../api/services/instance-resources.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
@@ -47,6 +49,8 @@ export class DevStack {
   private readonly output: StackOutput
   private readonly supervisor: Supervisor
   private readonly hosts: HostPlan[]
+  private readonly apis: Replica[]
+  private readonly workers: Replica[]
   /** Aborted when the stack begins to stop: cuts readiness waits short, forbids new components. */
   private readonly stopping = new AbortController()
   /** Set once this stack holds the data directory: until then, stopping must touch none of it. */
@@ -58,6 +62,8 @@ export class DevStack {
     this.output = new StackOutput(this.paths.logDir)
     this.supervisor = new Supervisor(this.paths.runDir, this.output)
     this.hosts = planHosts(config, this.paths)
+    this.apis = planApiReplicas(config)
+    this.workers = planWorkerReplicas(config)
   }
 
   log (message: string): void {
@@ -105,7 +111,7 @@ export class DevStack {
       viewerToken,
       agentToken
     }
-    this.startComponent(workerSpec(context))
+    for (const worker of this.workers) this.startComponent(workerSpec(context, worker))
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
       await ensureHostNetwork(host.netns)
@@ -113,9 +119,11 @@ export class DevStack {
       else await mkdir(host.imageDir, { recursive: true })
       this.startComponent(agentSpec(context, host, hypervisor))
     }
-    this.startComponent(apiSpec(context))
+    for (const api of this.apis) this.startComponent(apiSpec(context, api))
+    if (this.apis.length > 1) await this.startBalancer(baseEnv)
+    const apiUrls = this.apis.map((api) => api.url)
     // Readiness only reads, so it spends the viewer's rate limit, not the operator's.
-    await waitForStackReady({ apiUrl: apiUrl(config), apiToken: viewerToken, hosts: this.hosts }, {
+    await waitForStackReady({ apiUrl: apiUrl(config), apiUrls, apiToken: viewerToken, hosts: this.hosts }, {
       timeoutMs: READY_TIMEOUT_MS,
       signal: this.stopping.signal,
       detail: () => `the components' output is in ${displayPath(paths.logDir)}`
@@ -127,10 +135,11 @@ export class DevStack {
 
     const info: StackInfo = {
       apiUrl: apiUrl(config),
+      apiUrls,
       docsUrl: `${apiUrl(config)}/docs`,
       metricsUrls: {
-        api: `${apiUrl(config)}/metrics`,
-        worker: workerMetricsUrl(config),
+        ...Object.fromEntries(this.apis.map((api) => [api.component, `${api.url}/metrics`])),
+        ...Object.fromEntries(this.workers.map((worker) => [worker.component, worker.url])),
         ...Object.fromEntries(this.hosts.map((host) => [host.component, `${host.url}/metrics`]))
       },
       temporalAddress: temporalAddress(config),
@@ -172,6 +181,12 @@ export class DevStack {
     await waitForTemporal(temporal, temporalAddress(this.config), this.waitOptions('temporal'))
   }
 
+  /** HAProxy on the API port, in front of the API replicas. */
+  private async startBalancer (env: NodeJS.ProcessEnv): Promise<void> {
+    const haproxy = await ensureHaproxy({ log: (message) => this.log(message) })
+    this.startComponent(await balancerSpec(haproxy, this.paths.balancerConfig, this.config.apiPort, this.apis, env))
+  }
+
   private startComponent (spec: ComponentSpec): void {
     this.stopping.signal.throwIfAborted()
     this.supervisor.start(spec)
@@ -188,7 +203,7 @@ export class DevStack {
   private printReady (info: StackInfo, tookMs: number): void {
     const lines = [
       `vmplane is ready (${Math.round(tookMs / 100) / 10} s)`,
-      `  API          ${info.apiUrl}`,
+      `  API          ${info.apiUrl}${info.apiUrls.length > 1 ? ` (HAProxy in front of ${info.apiUrls.join(', ')})` : ''}`,
       `  API docs     ${info.docsUrl}`,
       `  Temporal UI  ${info.temporalUiUrl}`,
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
@@ -206,7 +221,7 @@ export class DevStack {
     if (!this.claimed) return await this.output.close()
     this.log('stopping')
     await removeStackFile(this.paths.stackFile)
-    await this.supervisor.stop(['api', 'worker', ...this.hosts.map((host) => host.component)])
+    await this.supervisor.stop([...[...this.apis, ...this.workers, ...this.hosts].map((part) => part.component), BALANCER_COMPONENT])
     await this.supervisor.stop(['temporal'])
     await this.supervisor.stop(['postgres'])
     await this.finish()
