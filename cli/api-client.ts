@@ -4,10 +4,12 @@
  *
  * Given several URLs (the API's replicas), a request that gets no answer (connection refused or
  * reset, timeout) or a 502/503/504 from one goes at once to the next, and the one that answers is
- * asked first from then on. When none answers, or one answers 409 with `Retry-After` (an earlier
- * attempt under this invocation's key is still in progress), the round is tried again twice.
- * That is safe for mutating requests too: they all carry this invocation's Idempotency-Key, so the
- * API answers a retry with what the first attempt did instead of doing it again.
+ * asked first from then on. When none answers, the round is tried again twice. A 409 with
+ * `Retry-After` (an earlier attempt under this invocation's key is still in progress) is asked
+ * again as it says, for longer than an API replica's claim on a key outlives the replica
+ * (api/plugins/idempotency.ts): an attempt whose replica died is then answered by another. That is
+ * safe for mutating requests too: they all carry this invocation's Idempotency-Key, so the API
+ * answers a retry with what the first attempt did instead of doing it again.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Connection } from './connection.js'
@@ -16,6 +18,8 @@ import { ApiError, CliError, EXIT } from './errors.js'
 const REQUEST_TIMEOUT_MS = 15_000
 const RETRY_DELAYS_MS = [300, 1000]
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/** How long a key in progress is waited for: more than a claim's 10 s lease. */
+const IN_PROGRESS_PATIENCE_MS = 15_000
 
 /** What asking every URL once came to: an answer, or the last reason none came. */
 type Round = { response: Response, url: string } | { error: unknown }
@@ -47,22 +51,21 @@ export class ApiClient {
   }
 
   private async request<T> (method: string, path: string, body?: unknown, headers: Record<string, string> = {}, as: 'json' | 'text' = 'json'): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      const retryDelay = RETRY_DELAYS_MS[attempt]
+    const patienceEnds = performance.now() + IN_PROGRESS_PATIENCE_MS
+    for (let failures = 0; ;) {
       const round = await this.round(method, path, body, headers)
-      if (!('response' in round)) {
-        if (retryDelay === undefined) throw this.unreachable(round.error)
+      const response = 'response' in round ? round.response : null
+      const inProgress = response?.status === 409 ? retryAfterSeconds(response.headers.get('retry-after')) : null
+      let retryDelay: number | undefined
+      if (inProgress !== null && performance.now() < patienceEnds) retryDelay = inProgress * 1000
+      else if (response === null || RETRIED_STATUSES.has(response.status)) retryDelay = RETRY_DELAYS_MS[failures++]
+      if (retryDelay !== undefined) {
+        await response?.body?.cancel()
         await sleep(retryDelay)
         continue
       }
-      const { response, url } = round
-      const inProgress = response.status === 409 && response.headers.has('retry-after')
-      if ((RETRIED_STATUSES.has(response.status) || inProgress) && retryDelay !== undefined) {
-        await response.body?.cancel()
-        await sleep(retryDelay)
-        continue
-      }
-      return await this.answer<T>(method, path, url, response, as)
+      if (!('response' in round)) throw this.unreachable(round.error)
+      return await this.answer<T>(method, path, round.url, round.response, as)
     }
   }
 

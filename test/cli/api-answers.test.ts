@@ -115,6 +115,17 @@ describe('vmplane CLI, answers from the API', () => {
     assert.notEqual(seen[0]?.headers['idempotency-key'], key)
   })
 
+  it('a 409 with Retry-After (its key still in progress, on a replica that died, say) is asked again as it says until answered', async () => {
+    handler = (_request, response) => {
+      if (seen.length <= 3) return problem(response, 409, 'a request with Idempotency-Key k is still in progress', { 'retry-after': '1' })
+      sendJson(response, 202, { instance: instance('stopping', operation('running')), operation: operation('running') })
+    }
+    const result = await cli('instances', 'stop', INSTANCE_ID)
+    assert.equal(result.code, 0, result.stderr)
+    assert.equal(seen.length, 4)
+    assert.equal(new Set(seen.map((request) => request.headers['idempotency-key'])).size, 1, 'one key for every attempt')
+  })
+
   it('an answer that is not JSON is exit 3, suspecting the URL', async () => {
     handler = (_request, response) => { response.writeHead(200, { 'content-type': 'text/html' }); response.end('<html>hello</html>') }
     assertOneLineError(await cli('hosts', 'list'), 3, /the API answered 200 with something that is not JSON; is http:\/\/127\.0\.0\.1:\d+ a vmplane API\?/)
