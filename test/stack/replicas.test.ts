@@ -9,14 +9,15 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, Connection } from '@temporalio/client'
 import { WebSocket } from 'ws'
-import { createPool } from '../../db/pool.js'
+import { createPool, type Pool } from '../../db/pool.js'
 import { instanceWorkflowId } from '../../domain/ids.js'
+import { waitUntil } from '../../scripts/dev-stack/wait.js'
 import { runCli } from '../helpers/cli.js'
 import { newInstance, runningInstance, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, freePorts, startStack, type ApiResponse, type TestStack } from '../helpers/stack.js'
 
 /** Enough for every poll this file makes in a minute; the rate-limit test spends the viewer's. */
-const RATE_LIMIT = 600
+const RATE_LIMIT = 300
 const WINDOW_MS = 60_000
 /** Long enough that a request is held while a replica is killed under it. */
 const SLOW_BOOT = 'sim.boot_ms=3000'
@@ -27,12 +28,27 @@ interface Accepted { instance: InstanceBody, operation: Operation }
 describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
   let stack: TestStack
   let replicas: Array<ReturnType<typeof api>>
+  let db: Pool
 
   before(async () => {
     stack = await startStack({ hosts: 1, apiReplicas: 2, workerReplicas: 2, env: { VMPLANE_API_RATE_LIMIT: String(RATE_LIMIT) } })
     replicas = stack.info.apiUrls.map((apiUrl) => api({ apiUrl, apiToken: stack.apiToken }))
+    db = createPool(stack.info.databaseUrl, 1)
   })
-  after(async () => { await stack?.stop() })
+  after(async () => {
+    await db?.end()
+    await stack?.stop()
+  })
+
+  /** Waits until an API has claimed each of these Idempotency-Keys and inserted its instance. */
+  async function held (keys: string[], names: string[]): Promise<void> {
+    await waitUntil(`${keys.join(', ')} claimed and their instances inserted`, async () => {
+      const { rows: [row] } = await db.query(`SELECT
+        (SELECT count(*) FROM idempotency_keys WHERE key = ANY($1) AND status IS NULL)::int AS claimed,
+        (SELECT count(*) FROM instances WHERE name = ANY($2))::int AS inserted`, [keys, names])
+      return row.claimed === keys.length && row.inserted === names.length
+    }, { timeoutMs: 30_000, intervalMs: 50 })
+  }
 
   it('serves through the one address and through each replica, and every replica has its metrics', async () => {
     assert.equal(stack.info.apiUrls.length, 2)
@@ -47,55 +63,51 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
   })
 
   it('counts one rate limit for both replicas', async () => {
-    const pool = createPool(stack.info.databaseUrl, 1)
-    try {
-      // A fresh window of the viewer's, not about to end (it follows PostgreSQL's clock, this machine's).
-      const left = WINDOW_MS - Date.now() % WINDOW_MS
-      if (left < 15_000) await sleep(left + 100)
-      await pool.query("DELETE FROM rate_limit_windows WHERE key = 'viewer'")
-      const viewers = stack.info.apiUrls.map((apiUrl) => api({ apiUrl, apiToken: stack.info.viewerToken }))
-      const statuses: number[] = []
-      while (statuses.length < 2 * RATE_LIMIT && !statuses.includes(429)) {
-        statuses.push((await viewers[statuses.length % 2]!.get('/v1/hosts')).status)
-      }
-      // Each replica alone would have let the whole limit through.
-      assert.equal(statuses.filter((status) => status === 200).length, RATE_LIMIT)
-      for (const client of [...viewers, api({ apiUrl: stack.apiUrl, apiToken: stack.info.viewerToken })]) {
-        const refused = await client.get('/v1/hosts')
-        assert.equal(refused.status, 429)
-        assert.ok(Number(refused.headers.get('retry-after')) > 0)
-      }
-    } finally {
-      await pool.end()
+    // A fresh window of the viewer's, not about to end (it follows PostgreSQL's clock, this machine's).
+    const left = WINDOW_MS - Date.now() % WINDOW_MS
+    if (left < 15_000) await sleep(left + 100)
+    await db.query("DELETE FROM rate_limit_windows WHERE key = 'viewer'")
+    const viewers = stack.info.apiUrls.map((apiUrl) => api({ apiUrl, apiToken: stack.info.viewerToken }))
+    const statuses: number[] = []
+    while (statuses.length < 2 * RATE_LIMIT && !statuses.includes(429)) {
+      statuses.push((await viewers[statuses.length % 2]!.get('/v1/hosts')).status)
+    }
+    // Each replica alone would have let the whole limit through.
+    assert.equal(statuses.filter((status) => status === 200).length, RATE_LIMIT)
+    for (const client of [...viewers, api({ apiUrl: stack.apiUrl, apiToken: stack.info.viewerToken })]) {
+      const refused = await client.get('/v1/hosts')
+      assert.equal(refused.status, 429)
+      assert.ok(Number(refused.headers.get('retry-after')) > 0)
     }
   })
 
   it('holds an Idempotency-Key across replicas: the other refuses it while the first runs it, then answers what the first did', async () => {
     const key = 'replicas-create-1'
-    const held = replicas[0]!.post<Accepted>('/v1/instances?wait=25', newInstance('keyed', SLOW_BOOT), { 'idempotency-key': key })
-    await sleep(500)
+    const first = replicas[0]!.post<Accepted>('/v1/instances?wait=25', newInstance('keyed', SLOW_BOOT), { 'idempotency-key': key })
+    await held([key], ['keyed'])
     const meanwhile = await replicas[1]!.post('/v1/instances', newInstance('keyed', SLOW_BOOT), { 'idempotency-key': key })
     assert.equal(meanwhile.status, 409, JSON.stringify(meanwhile.body))
     assert.equal(meanwhile.headers.get('retry-after'), '1')
-    const first = await held
-    assert.equal(first.status, 200, JSON.stringify(first.body))
-    assert.equal(first.body.operation.status, 'succeeded')
+    const answered = await first
+    assert.equal(answered.status, 200, JSON.stringify(answered.body))
+    assert.equal(answered.body.operation.status, 'succeeded')
     const retried = await replicas[1]!.post<Accepted>('/v1/instances', newInstance('keyed', SLOW_BOOT), { 'idempotency-key': key })
     assert.equal(retried.status, 200)
     assert.equal(retried.headers.get('idempotency-replayed'), 'true')
-    assert.equal(retried.body.operation.id, first.body.operation.id)
-    assert.equal(retried.body.instance.id, first.body.instance.id)
+    assert.equal(retried.body.operation.id, answered.body.operation.id)
+    assert.equal(retried.body.instance.id, answered.body.instance.id)
   })
 
   it('answers ?wait= requests through the one address while the replica holding them is killed', async () => {
     const names = ['held-1', 'held-2', 'held-3', 'held-4']
     const started = Date.now()
     const requests = names.map((name) => createUntilAnswered(name))
-    // Every create is accepted and held by now; the least-busy balance put two on each replica.
-    await sleep(1500)
+    // The least-busy balance puts two on each replica.
+    await held(names.map(keyOf), names)
+    const killedAt = Date.now()
     await stack.kill('api')
     const answers = await Promise.all(requests)
-    console.log(`# ?wait= creates answered ${((Date.now() - started) / 1000).toFixed(1)} s after they were sent, the api replica killed at 1.5 s; attempts: ${answers.map((a) => `${a.name}: ${a.attempts.join(' → ')}`).join('; ')}`)
+    console.log(`# ?wait= creates held when the api replica was killed (${((killedAt - started) / 1000).toFixed(1)} s after they were sent) were answered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill; attempts: ${answers.map((a) => `${a.name}: ${a.attempts.join(' → ')}`).join('; ')}`)
     for (const answer of answers) {
       assert.equal(answer.response.status, 200, `${answer.name}: ${JSON.stringify(answer.response.body)}`)
       assert.equal(answer.response.body.operation.status, 'succeeded')
@@ -168,7 +180,7 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
     const deadline = Date.now() + 120_000
     while (Date.now() < deadline) {
       try {
-        const response = await api(stack).post<Accepted>('/v1/instances?wait=25', newInstance(name, SLOW_BOOT), { 'idempotency-key': `replicas-${name}` })
+        const response = await api(stack).post<Accepted>('/v1/instances?wait=25', newInstance(name, SLOW_BOOT), { 'idempotency-key': keyOf(name) })
         attempts.push(String(response.status))
         const again = response.status >= 500 || (response.status === 409 && response.headers.has('retry-after'))
         if (!again) return { name, response, attempts }
@@ -194,6 +206,10 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
     return (Date.parse(body.finishedAt!) - Date.parse(body.startedAt)) / 1000
   }
 })
+
+function keyOf (name: string): string {
+  return `replicas-${name}`
+}
 
 type History = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['fetchHistory']>>
 
