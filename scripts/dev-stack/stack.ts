@@ -3,16 +3,21 @@
  * and stopped in reverse order.
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
- * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the workers,
- * the host agents (each in its network namespace, host-network.ts) and the APIs, with HAProxy in
- * front when there is more than one (api-balancer.ts) → wait until the stack is ready
- * (readiness.ts: the agents, every API with a worker behind it, every host active) → the `default`
- * network (default-network.ts) → write run/stack.json and print where everything is.
+ * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
+ * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
+ * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
+ * → the `default` network (default-network.ts) → write run/stack.json and print where everything
+ * is.
  *
- * Stop: the clients first (APIs, HAProxy, workers, agents), then Temporal, then PostgreSQL; each gets
+ * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
  * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
+ *
+ * Replicas (`VMPLANE_API_REPLICAS`, `VMPLANE_WORKER_REPLICAS`): the worker and the API above are
+ * each as many processes (`worker`, `worker-2`, …; `api`, `api-2`, …), and with more than one API,
+ * HAProxy (api-balancer.ts) stands in front of them on the API's port, stopped with the clients.
+ * Readiness then waits for every API.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
