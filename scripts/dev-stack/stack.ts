@@ -186,15 +186,15 @@ export class DevStack {
     await waitForTemporal(temporal, temporalAddress(this.config), this.waitOptions('temporal'))
   }
 
+  private startComponent (spec: ComponentSpec): void {
+    this.stopping.signal.throwIfAborted()
+    this.supervisor.start(spec)
+  }
+
   /** HAProxy on the API port, in front of the API replicas. */
   private async startBalancer (env: NodeJS.ProcessEnv): Promise<void> {
     const haproxy = await ensureHaproxy({ log: (message) => this.log(message) })
     this.startComponent(await balancerSpec(haproxy, this.paths.balancerConfig, this.config.apiPort, this.apis, env))
-  }
-
-  private startComponent (spec: ComponentSpec): void {
-    this.stopping.signal.throwIfAborted()
-    this.supervisor.start(spec)
   }
 
   private waitOptions (component: string): WaitOptions {
