@@ -1,6 +1,6 @@
 /**
- * The control plane's own processes, as the stack runs them: the workers, one host agent per
- * simulated (or real) host, and the APIs. Each is `node dist/bin/<entry>.js` with the
+ * The control plane's own processes, as the stack runs them: the worker, one host agent per
+ * simulated (or real) host, and the API. Each is `node dist/bin/<entry>.js` with the
  * environment its section of config/index.ts reads.
  */
 import { access } from 'node:fs/promises'

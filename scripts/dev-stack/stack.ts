@@ -2,6 +2,11 @@
  * The dev stack: every part of vmplane on one machine, started in dependency order, supervised,
  * and stopped in reverse order.
  *
+ * Replicas (`VMPLANE_API_REPLICAS`, `VMPLANE_WORKER_REPLICAS`): the worker and the API below are
+ * each as many processes (`worker`, `worker-2`, …; `api`, `api-2`, …), and with more than one API,
+ * HAProxy (api-balancer.ts) stands in front of them on the API's port, stopped with the clients.
+ * Readiness then waits for every API.
+ *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
  * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
@@ -13,11 +18,6 @@
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
  * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
- *
- * Replicas (`VMPLANE_API_REPLICAS`, `VMPLANE_WORKER_REPLICAS`): the worker and the API above are
- * each as many processes (`worker`, `worker-2`, …; `api`, `api-2`, …), and with more than one API,
- * HAProxy (api-balancer.ts) stands in front of them on the API's port, stopped with the clients.
- * Readiness then waits for every API.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
@@ -51,11 +51,11 @@ const READY_TIMEOUT_MS = 180_000
 
 export class DevStack {
   private readonly paths: StackPaths
+  private readonly apis: Replica[]
+  private readonly workers: Replica[]
   private readonly output: StackOutput
   private readonly supervisor: Supervisor
   private readonly hosts: HostPlan[]
-  private readonly apis: Replica[]
-  private readonly workers: Replica[]
   /** Aborted when the stack begins to stop: cuts readiness waits short, forbids new components. */
   private readonly stopping = new AbortController()
   /** Set once this stack holds the data directory: until then, stopping must touch none of it. */
@@ -64,11 +64,11 @@ export class DevStack {
 
   constructor (private readonly config: StackConfig) {
     this.paths = stackPaths(config.dataDir)
+    this.apis = planApiReplicas(config)
+    this.workers = planWorkerReplicas(config)
     this.output = new StackOutput(this.paths.logDir)
     this.supervisor = new Supervisor(this.paths.runDir, this.output)
     this.hosts = planHosts(config, this.paths)
-    this.apis = planApiReplicas(config)
-    this.workers = planWorkerReplicas(config)
   }
 
   log (message: string): void {
