@@ -2,10 +2,14 @@
  * The CLI's HTTP client for the vmplane API: JSON in and out, the bearer token on every request,
  * errors turned into `CliError`s whose exit codes say whether trying again could help.
  *
- * A request that never got an answer (connection reset, timeout), got 502/503/504, or got 409 with
- * `Retry-After` (an earlier attempt under this invocation's key is still in progress) is retried
- * twice. That is safe for mutating requests too: they all carry this invocation's Idempotency-Key,
- * so the API answers a retry with what the first attempt did instead of doing it again.
+ * Given several URLs (the API's replicas), a request that gets no answer (connection refused or
+ * reset, timeout) or a 502/503/504 from one goes at once to the next, and the one that answers is
+ * asked first from then on. When none answers, the round is tried again twice. A 409 with
+ * `Retry-After` (an earlier attempt under this invocation's key is still in progress) is asked
+ * again as it says, for longer than an API replica's claim on a key outlives the replica
+ * (api/plugins/idempotency.ts): an attempt whose replica died is then answered by another. That is
+ * safe for mutating requests too: they all carry this invocation's Idempotency-Key, so the API
+ * answers a retry with what the first attempt did instead of doing it again.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Connection } from './connection.js'
@@ -14,8 +18,16 @@ import { ApiError, CliError, EXIT } from './errors.js'
 const REQUEST_TIMEOUT_MS = 15_000
 const RETRY_DELAYS_MS = [300, 1000]
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/** How long a key in progress is waited for: more than a claim's 10 s lease. */
+const IN_PROGRESS_PATIENCE_MS = 15_000
+
+/** What asking every URL once came to: an answer, or the last reason none came. */
+type Round = { response: Response, url: string } | { error: unknown }
 
 export class ApiClient {
+  /** The index of the URL asked first: the last one that answered. */
+  private current = 0
+
   constructor (private readonly connection: Connection, private readonly idempotencyKey: string) {}
 
   async get<T> (path: string): Promise<T> {
@@ -29,7 +41,8 @@ export class ApiClient {
 
   /** Where a WebSocket route of the API is, and the headers that open it. */
   webSocket (path: string): { url: string, headers: Record<string, string> } {
-    return { url: `${this.connection.url.replace(/^http/, 'ws')}${path}`, headers: { authorization: `Bearer ${this.connection.token}` } }
+    const url = this.connection.urls[this.current]!
+    return { url: `${url.replace(/^http/, 'ws')}${path}`, headers: { authorization: `Bearer ${this.connection.token}` } }
   }
 
   /** A request that changes something: POST or DELETE, with this invocation's Idempotency-Key. */
@@ -38,28 +51,48 @@ export class ApiClient {
   }
 
   private async request<T> (method: string, path: string, body?: unknown, headers: Record<string, string> = {}, as: 'json' | 'text' = 'json'): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      const retryDelay = RETRY_DELAYS_MS[attempt]
-      let response: Response
-      try {
-        response = await this.fetch(method, path, body, headers)
-      } catch (error) {
-        if (retryDelay === undefined) throw this.unreachable(error)
+    const patienceEnds = performance.now() + IN_PROGRESS_PATIENCE_MS
+    for (let failures = 0; ;) {
+      const round = await this.round(method, path, body, headers)
+      const response = 'response' in round ? round.response : null
+      const inProgress = response?.status === 409 ? retryAfterSeconds(response.headers.get('retry-after')) : null
+      let retryDelay: number | undefined
+      if (inProgress !== null && performance.now() < patienceEnds) retryDelay = inProgress * 1000
+      else if (response === null || RETRIED_STATUSES.has(response.status)) retryDelay = RETRY_DELAYS_MS[failures++]
+      if (retryDelay !== undefined) {
+        await response?.body?.cancel()
         await sleep(retryDelay)
         continue
       }
-      const inProgress = response.status === 409 && response.headers.has('retry-after')
-      if ((RETRIED_STATUSES.has(response.status) || inProgress) && retryDelay !== undefined) {
-        await response.body?.cancel()
-        await sleep(retryDelay)
-        continue
-      }
-      return await this.answer<T>(method, path, response, as)
+      if (!('response' in round)) throw this.unreachable(round.error)
+      return await this.answer<T>(method, path, round.url, round.response, as)
     }
   }
 
-  private async fetch (method: string, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
-    return await fetch(`${this.connection.url}${path}`, {
+  /** Asks each URL in turn, from the current one, until one answers other than 502/503/504. */
+  private async round (method: string, path: string, body: unknown, headers: Record<string, string>): Promise<Round> {
+    const { urls } = this.connection
+    let last: Round = { error: new Error('no URL') }
+    for (let i = 0; i < urls.length; i++) {
+      const index = (this.current + i) % urls.length
+      const url = urls[index]!
+      if ('response' in last) await last.response.body?.cancel()
+      try {
+        last = { response: await this.fetch(url, method, path, body, headers), url }
+      } catch (error) {
+        last = { error }
+        continue
+      }
+      if (!RETRIED_STATUSES.has(last.response.status)) {
+        this.current = index
+        break
+      }
+    }
+    return last
+  }
+
+  private async fetch (url: string, method: string, path: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+    return await fetch(`${url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${this.connection.token}`,
@@ -72,13 +105,13 @@ export class ApiClient {
     })
   }
 
-  private async answer<T> (method: string, path: string, response: Response, as: 'json' | 'text'): Promise<T> {
+  private async answer<T> (method: string, path: string, url: string, response: Response, as: 'json' | 'text'): Promise<T> {
     const text = await response.text()
     const parsed = parseJson(text)
     if (response.ok && (as === 'text' || response.status === 204)) return text as T
     if (response.ok) {
       if (parsed === undefined) {
-        throw new CliError(`${method} ${path}: the API answered ${response.status} with something that is not JSON; is ${this.connection.url} a vmplane API?`, EXIT.unavailable)
+        throw new CliError(`${method} ${path}: the API answered ${response.status} with something that is not JSON; is ${url} a vmplane API?`, EXIT.unavailable)
       }
       return parsed as T
     }
@@ -86,7 +119,7 @@ export class ApiClient {
   }
 
   private unreachable (error: unknown): CliError {
-    return new CliError(`cannot reach the API at ${this.connection.url}: ${networkReason(error)}`, EXIT.unavailable)
+    return new CliError(`cannot reach the API at ${this.connection.urls.join(', ')}: ${networkReason(error)}`, EXIT.unavailable)
   }
 }
 

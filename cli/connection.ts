@@ -3,6 +3,9 @@
  * (`--url`, `--token`), the environment (`VMPLANE_URL`, `VMPLANE_TOKEN`), the dev stack's data
  * directory (`VMPLANE_DATA_DIR`, default `.vmplane`, as `npm start` uses): `run/stack.json`, which
  * the running stack writes, then `api-token`, which outlives the stack.
+ *
+ * The URL may be a list, separated by commas: the API's replicas, each tried in turn when another
+ * cannot be reached (api-client.ts).
  */
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
@@ -11,7 +14,8 @@ import { readStackFile, type StackInfo } from '../scripts/dev-stack/stack-file.j
 import { UsageError } from './errors.js'
 
 export interface Connection {
-  url: string
+  /** One API's base URL, or several replicas' of one API. */
+  urls: string[]
   token: string
 }
 
@@ -35,7 +39,9 @@ export async function resolveConnection (flags: ConnectionFlags, env: NodeJS.Pro
   if (token === undefined) {
     throw new UsageError(`no API token: pass --token or set VMPLANE_TOKEN (${paths.apiTokenFile} is missing)`)
   }
-  return { url: url.replace(/\/+$/, ''), token }
+  const urls = url.split(',').map((one) => one.trim().replace(/\/+$/, '')).filter((one) => one !== '')
+  if (urls.length === 0) throw new UsageError(`no API URL in '${url}'`)
+  return { urls, token }
 }
 
 function nonEmpty (value: string | undefined): string | undefined {

@@ -14,7 +14,8 @@ import { CliError, EXIT, EXIT_CODES_HELP, oneLine, UsageError, type ExitCode } f
 import { OUTPUT_FORMATS } from './output.js'
 
 const ENVIRONMENT_HELP = `Environment:
-  VMPLANE_URL       the API's base URL (default: apiUrl in <data>/run/stack.json)
+  VMPLANE_URL       the API's base URL, or its replicas' separated by commas (default: apiUrl in
+                    <data>/run/stack.json)
   VMPLANE_TOKEN     the bearer token (default: apiToken in <data>/run/stack.json, else <data>/api-token)
   VMPLANE_DATA_DIR  the dev stack's data directory, <data> above (default: .vmplane)`
 
@@ -45,7 +46,7 @@ export function buildProgram (): Command {
   const program = new VmplaneCommand('vmplane')
     .description('Control vmplane instances from the command line.')
     .version(packageVersion())
-    .option('--url <url>', "the API's base URL (overrides VMPLANE_URL)")
+    .option('--url <url>', "the API's base URL, or its replicas' separated by commas, tried in turn (overrides VMPLANE_URL)")
     .option('--token <token>', 'the bearer token (overrides VMPLANE_TOKEN)')
     .addOption(new Option('-o, --output <format>', 'table for people, json (the API\'s own) for scripts').choices(OUTPUT_FORMATS).default('table'))
     .exitOverride()

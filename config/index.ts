@@ -19,6 +19,8 @@ const token = z.string().min(16, 'must be at least 16 characters')
 /** A token that may be left out; empty counts as left out (Compose's `${VAR:-}`). */
 const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
 const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
+/** The dev stack's API or worker processes: as many as a machine's stack has any use for. */
+const replicas = z.coerce.number().int().min(1).max(8).default(1)
 
 const DEFAULT_TEMPORAL_PORT = 7233
 /** Prometheus' conventional exporter port. */
@@ -285,6 +287,8 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_API_PORT: port.default(8080),
       VMPLANE_AGENT_PORT: port.default(7301),
       VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT),
+      VMPLANE_API_REPLICAS: replicas,
+      VMPLANE_WORKER_REPLICAS: replicas,
       DATABASE_URL: databaseUrl.optional(),
       TEMPORAL_CLI: z.string().min(1).optional(),
       VMPLANE_API_TOKEN: optionalToken,
@@ -321,6 +325,13 @@ export function stackConfig (env: Env = process.env) {
     apiPort: s.VMPLANE_API_PORT,
     agentBasePort: s.VMPLANE_AGENT_PORT,
     workerMetricsPort: s.VMPLANE_WORKER_METRICS_PORT,
+    /**
+     * How many API and worker processes the stack runs. With more than one API, HAProxy listens on
+     * the API port and replica i on the API port + i; worker i serves metrics on the worker
+     * metrics port + i - 1.
+     */
+    apiReplicas: s.VMPLANE_API_REPLICAS,
+    workerReplicas: s.VMPLANE_WORKER_REPLICAS,
     databaseUrl: s.DATABASE_URL ?? null,
     temporalCli: s.TEMPORAL_CLI ?? null,
     apiToken: s.VMPLANE_API_TOKEN ?? null,

@@ -7,14 +7,17 @@
  * a day: the same key with the same request gets it again (`Idempotency-Replayed: true`); the same
  * key with another request is refused with 422. Without a key, IDs are random.
  *
- * A key is claimed before its request does anything, for as long as the request may be held
- * (its `?wait=` and a margin). The same key sent again meanwhile is refused with 409 and
- * `Retry-After` (the IETF draft's answer), whatever its body, so requests under one key answer one
- * at a time. A failure of ours (5xx) gives the claim back, so a retry runs afresh; a claim that
- * could not be given back (PostgreSQL was down) is taken over at once by the API process that made
- * it, which knows the request is over, and by any other once it lapses (as is a claim of an API
- * process that died). Should a request outlive its claim, the IDs it makes are still the key's,
- * so a second one running meanwhile finds what the first made.
+ * A key is claimed in PostgreSQL before its request does anything, so the claim holds across API
+ * replicas. The same key sent again meanwhile, to this process or another, is refused with 409
+ * and `Retry-After` (the IETF draft's answer), whatever its body, so requests under one key answer
+ * one at a time. A claim is a short lease that its process renews while the request runs (held by
+ * `?wait=` for minutes, say): a claim of an API process that died lapses within the lease, and a
+ * client retrying with its key on another replica then runs the request afresh, finding what the
+ * first attempt made. A failure of ours (5xx) gives the claim back, so a retry runs afresh; a
+ * claim that could not be given back (PostgreSQL was down) is taken over at once by the API process
+ * that made it, which knows the request is over, and by any other once it lapses. Should a request
+ * outlive its claim (PostgreSQL down while it ran), the IDs it makes are still the key's, so a
+ * second one running meanwhile finds what the first made.
  */
 import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -25,8 +28,12 @@ import { ApiProblem } from './problem-details.js'
 
 /** The namespace of IDs derived from idempotency keys (a fixed, random UUID). */
 const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
-/** How long a claim outlives its request's `?wait=`: more than a request takes to be answered. */
-const CLAIM_MARGIN_SECONDS = 30
+/**
+ * How long a claim lasts unless its process renews it, and how often the process does: a client
+ * whose API replica died waits at most the lease before another replica takes its retry.
+ */
+const CLAIM_LEASE_SECONDS = 10
+const CLAIM_RENEW_MS = 3000
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -53,6 +60,16 @@ export default fp(async (fastify) => {
   /** This process, as the maker of claims, and the keys of its requests in progress. */
   const processId = randomUUID()
   const inProgress = new Set<string>()
+  const renewal = setInterval(() => {
+    if (inProgress.size === 0) return
+    // A renewal PostgreSQL missed is made up by the next, within the lease.
+    fastify.db.query(
+      `UPDATE idempotency_keys SET claimed_until = now() + $4 * interval '1 second'
+        WHERE principal = $1 AND key = ANY($2) AND claimed_by = $3 AND status IS NULL`,
+      [PRINCIPAL, [...inProgress], processId, CLAIM_LEASE_SECONDS]
+    ).catch((err: unknown) => { fastify.log.warn({ err }, 'could not renew the claims of Idempotency-Keys in progress') })
+  }, CLAIM_RENEW_MS)
+  fastify.addHook('onClose', async () => { clearInterval(renewal) })
   fastify.decorateRequest('idempotency', null)
   fastify.decorateRequest('newId', () => { throw new Error('newId is set by the onRequest hook') })
   // A function of its own per request, so handlers can pass it on unbound.
@@ -72,7 +89,6 @@ export default fp(async (fastify) => {
       ])
     }
     const hash = requestHash(request)
-    const claimSeconds = ((request.query as { wait?: number }).wait ?? 0) + CLAIM_MARGIN_SECONDS
     // Claims the key, or takes over a claim that lapsed or that this process left.
     const claimed = await fastify.db.query(
       `INSERT INTO idempotency_keys (principal, key, request_hash, claimed_until, claimed_by)
@@ -82,7 +98,7 @@ export default fp(async (fastify) => {
          WHERE idempotency_keys.status IS NULL
            AND (idempotency_keys.claimed_until < now() OR (idempotency_keys.claimed_by = $5 AND NOT $6))
        RETURNING 1`,
-      [PRINCIPAL, key, hash, claimSeconds, processId, inProgress.has(key)]
+      [PRINCIPAL, key, hash, CLAIM_LEASE_SECONDS, processId, inProgress.has(key)]
     )
     if (claimed.rowCount === 1) {
       request.idempotency = { key, hash }

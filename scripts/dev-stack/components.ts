@@ -36,6 +36,19 @@ export interface HostPlan {
   netns: string
 }
 
+/**
+ * One of the stack's API or worker processes. The first keeps the plain name (`api`, `worker`);
+ * the others are numbered from 2 (`api-2`, `worker-2`, …).
+ */
+export interface Replica {
+  /** Its component name: its log file and PID file. */
+  component: string
+  /** The API's port, or the worker's metrics port. */
+  port: number
+  /** The API's base URL, or the worker's metrics URL. */
+  url: string
+}
+
 const ENTRY_POINTS = ['worker', 'agent', 'api'].map((name) => join(REPO_ROOT, 'dist', 'bin', `${name}.js`))
 const [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY] = ENTRY_POINTS
 
@@ -68,17 +81,32 @@ export function apiUrl (config: StackConfig): string {
   return `http://127.0.0.1:${config.apiPort}`
 }
 
-export function workerMetricsUrl (config: StackConfig): string {
-  return `http://127.0.0.1:${config.workerMetricsPort}/metrics`
+/** The APIs: one listens on the API port itself; more sit behind HAProxy there, on the ports after it. */
+export function planApiReplicas (config: StackConfig): Replica[] {
+  const firstPort = config.apiReplicas === 1 ? config.apiPort : config.apiPort + 1
+  return replicas('api', config.apiReplicas, firstPort, (port) => `http://127.0.0.1:${port}`)
 }
 
-export function workerSpec (context: ComponentContext): ComponentSpec {
-  return node('worker', WORKER_ENTRY, {
+/** The workers, each serving its metrics on a port of its own from the worker metrics port on. */
+export function planWorkerReplicas (config: StackConfig): Replica[] {
+  return replicas('worker', config.workerReplicas, config.workerMetricsPort, (port) => `http://127.0.0.1:${port}/metrics`)
+}
+
+function replicas (kind: string, count: number, firstPort: number, url: (port: number) => string): Replica[] {
+  return Array.from({ length: count }, (_, i) => ({
+    component: i === 0 ? kind : `${kind}-${i + 1}`,
+    port: firstPort + i,
+    url: url(firstPort + i)
+  }))
+}
+
+export function workerSpec (context: ComponentContext, worker: Replica): ComponentSpec {
+  return node(worker.component, WORKER_ENTRY, {
     ...context.env,
     DATABASE_URL: context.databaseUrl,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_WORKER_METRICS_HOST: '127.0.0.1',
-    VMPLANE_WORKER_METRICS_PORT: String(context.config.workerMetricsPort)
+    VMPLANE_WORKER_METRICS_PORT: String(worker.port)
   })
 }
 
@@ -98,11 +126,11 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
   })
 }
 
-export function apiSpec (context: ComponentContext): ComponentSpec {
-  return node('api', API_ENTRY, {
+export function apiSpec (context: ComponentContext, api: Replica): ComponentSpec {
+  return node(api.component, API_ENTRY, {
     ...context.env,
     VMPLANE_API_HOST: '127.0.0.1',
-    VMPLANE_API_PORT: String(context.config.apiPort),
+    VMPLANE_API_PORT: String(api.port),
     VMPLANE_API_TOKEN: context.apiToken,
     VMPLANE_API_VIEWER_TOKEN: context.viewerToken,
     VMPLANE_AGENT_TOKEN: context.agentToken,

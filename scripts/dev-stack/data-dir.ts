@@ -10,6 +10,7 @@
  *   temporal/config/cluster.yaml, ui.yaml       the cluster shape's server and UI configurations (0600)
  *   hosts/<host>/state, hosts/<host>/images     each host agent's VMM records and images
  *   storage/                                    instances' disks and seeds, shared by every host
+ *   haproxy.cfg                                 the API replicas' load balancer, written at each start
  *   logs/<component>.log                        every component's output, appended across runs
  *   run/<component>.pid, run/stack.json         what runs now; gone once the stack has stopped
  */
@@ -36,6 +37,7 @@ export function stackPaths (dataDir: string) {
     logDir: join(dataDir, 'logs'),
     runDir: join(dataDir, 'run'),
     stackFile: join(dataDir, 'run', 'stack.json'),
+    balancerConfig: join(dataDir, 'haproxy.cfg'),
     /** One storage directory for every host: the shared storage a real deployment mounts on each. */
     storageDir: join(dataDir, 'storage'),
     host (hostId: string): HostDirs {

@@ -35,12 +35,15 @@ export interface StackOptions {
   outputDir: string
   /** VMPLANE_HOSTS; 2 unless given. */
   hosts?: number
+  /** VMPLANE_API_REPLICAS and VMPLANE_WORKER_REPLICAS; 1 unless given. */
+  apiReplicas?: number
+  workerReplicas?: number
   /** More settings for the stack and its components (VMPLANE_BOOT_TIMEOUT_SECONDS, say). */
   env?: Record<string, string>
   readyTimeoutMs?: number
 }
 
-/** Components by name: postgres, temporal, worker, api, agent-host-1, agent-host-2, … */
+/** Components by name: postgres, temporal, worker, worker-2, …, api, api-2, …, haproxy, agent-host-1, agent-host-2, … */
 export type ComponentName = string
 
 interface Setup {
@@ -57,22 +60,26 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
   // able to reach its cluster inside.
   await chmod(dataDir, 0o755)
   const hosts = options.hosts ?? 2
+  const apiReplicas = options.apiReplicas ?? 1
+  const workerReplicas = options.workerReplicas ?? 1
   const temporalPort = await freePorts(1)
   const temporalUiPort = await freePorts(1)
   const pgPort = await freePorts(1)
-  const apiPort = await freePorts(1)
   const env: NodeJS.ProcessEnv = {
     ...inheritedEnv(),
     VMPLANE_DATA_DIR: dataDir,
     VMPLANE_HOSTS: String(hosts),
+    VMPLANE_API_REPLICAS: String(apiReplicas),
+    VMPLANE_WORKER_REPLICAS: String(workerReplicas),
     VMPLANE_TEMPORAL_PORT: String(temporalPort),
     // Read by the cluster shape only (VMPLANE_TEMPORAL=cluster): its services' other ports.
     VMPLANE_TEMPORAL_CLUSTER_PORT: String(await freePorts(TEMPORAL_CLUSTER_PORTS)),
     VMPLANE_TEMPORAL_UI_PORT: String(temporalUiPort),
     VMPLANE_PG_PORT: String(pgPort),
-    VMPLANE_API_PORT: String(apiPort),
+    // The API port, and the ports after it for the replicas behind HAProxy when there are several.
+    VMPLANE_API_PORT: String(await freePorts(apiReplicas + 1)),
     VMPLANE_AGENT_PORT: String(await freePorts(hosts)),
-    VMPLANE_WORKER_METRICS_PORT: String(await freePorts(1)),
+    VMPLANE_WORKER_METRICS_PORT: String(await freePorts(workerReplicas)),
     ...options.env
   }
   return await launch({

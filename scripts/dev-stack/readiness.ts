@@ -1,14 +1,18 @@
 /**
- * When the stack is ready: every host agent answers /healthz, the API answers /readyz (200 only
- * once Temporal, PostgreSQL and a worker are reachable), and the control plane lists every host
- * as active, so a VM can be placed the moment the stack says it is ready. The dev stack waits
- * for this before it writes run/stack.json; tests wait for it again after killing a component.
+ * When the stack is ready: every host agent answers /healthz, every API replica and the one
+ * address in front of them answer /readyz (200 only once Temporal, PostgreSQL and a worker are
+ * reachable), and the control plane lists every host as active, so a VM can be placed the moment
+ * the stack says it is ready. The dev stack waits for this before it writes run/stack.json; tests
+ * wait for it again after killing a component.
  */
 import { hostListSchema } from '../../api/schemas/hosts.js'
 import { answersOk, waitFor, type WaitOptions } from './wait.js'
 
 export interface ReadinessTargets {
+  /** The one address clients use. */
   apiUrl: string
+  /** Each API replica's own address. */
+  apiUrls: readonly string[]
   apiToken: string
   hosts: ReadonlyArray<{ id: string, url: string }>
 }
@@ -18,7 +22,8 @@ export async function unreadyParts (targets: ReadinessTargets): Promise<string[]
   const checks: Array<[string, () => Promise<boolean>]> = [
     ...targets.hosts.map((host): [string, () => Promise<boolean>] =>
       [`the host agent of ${host.id} (${host.url}/healthz)`, () => answersOk(`${host.url}/healthz`)]),
-    [`the API (${targets.apiUrl}/readyz)`, () => answersOk(`${targets.apiUrl}/readyz`)],
+    ...[...new Set([targets.apiUrl, ...targets.apiUrls])].map((url): [string, () => Promise<boolean>] =>
+      [`the API (${url}/readyz)`, () => answersOk(`${url}/readyz`)]),
     [`every host active in ${targets.apiUrl}/v1/hosts`, () => hostsActive(targets)]
   ]
   const ready = await Promise.all(checks.map(([, check]) => check().catch(() => false)))

@@ -5,9 +5,12 @@
 import { readFile, rename, rm, writeFile } from 'node:fs/promises'
 
 export interface StackInfo {
+  /** The one address clients use: the API, or HAProxy in front of its replicas. */
   apiUrl: string
+  /** Each API replica's own address (with one API, `apiUrl`). */
+  apiUrls: string[]
   docsUrl: string
-  /** Prometheus endpoints by component: `api`, `worker`, `agent-<host>`. */
+  /** Prometheus endpoints by component: `api`, `api-2`, …, `worker`, `worker-2`, …, `agent-<host>`. */
   metricsUrls: Record<string, string>
   temporalAddress: string
   /** `dev`: the dev server on SQLite; `cluster`: Temporal's server on PostgreSQL (VMPLANE_TEMPORAL). */

@@ -2,6 +2,11 @@
  * The dev stack: every part of vmplane on one machine, started in dependency order, supervised,
  * and stopped in reverse order.
  *
+ * Replicas (`VMPLANE_API_REPLICAS`, `VMPLANE_WORKER_REPLICAS`): the worker and the API below are
+ * each as many processes (`worker`, `worker-2`, …; `api`, `api-2`, …), and with more than one API,
+ * HAProxy (api-balancer.ts) stands in front of them on the API's port, stopped with the clients.
+ * Readiness then waits for every API.
+ *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
  * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
@@ -24,9 +29,11 @@ import type { StackConfig } from '../../config/index.js'
 import { migrate } from '../../db/migrate.js'
 import { ensureTemporalServer, ensureTemporalTools } from '../tools/temporal-tools.js'
 import {
-  agentSpec, apiSpec, apiUrl, checkEntryPoints, planHosts, workerMetricsUrl, workerSpec,
-  type ComponentContext, type HostPlan
+  agentSpec, apiSpec, apiUrl, checkEntryPoints, planApiReplicas, planHosts, planWorkerReplicas, workerSpec,
+  type ComponentContext, type HostPlan, type Replica
 } from './components.js'
+import { BALANCER_COMPONENT, balancerSpec } from './api-balancer.js'
+import { ensureHaproxy } from '../tools/haproxy.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
 import { DEFAULT_NETWORK } from '../../api/services/instance-resources.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
@@ -52,6 +59,8 @@ const READY_TIMEOUT_MS = 180_000
 
 export class DevStack {
   private readonly paths: StackPaths
+  private readonly apis: Replica[]
+  private readonly workers: Replica[]
   private readonly output: StackOutput
   private readonly supervisor: Supervisor
   private readonly hosts: HostPlan[]
@@ -63,6 +72,8 @@ export class DevStack {
 
   constructor (private readonly config: StackConfig) {
     this.paths = stackPaths(config.dataDir)
+    this.apis = planApiReplicas(config)
+    this.workers = planWorkerReplicas(config)
     this.output = new StackOutput(this.paths.logDir)
     this.supervisor = new Supervisor(this.paths.runDir, this.output)
     this.hosts = planHosts(config, this.paths)
@@ -116,7 +127,7 @@ export class DevStack {
       viewerToken,
       agentToken
     }
-    this.startComponent(workerSpec(context))
+    for (const worker of this.workers) this.startComponent(workerSpec(context, worker))
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
       await ensureHostNetwork(host.netns)
@@ -124,9 +135,11 @@ export class DevStack {
       else await mkdir(host.imageDir, { recursive: true })
       this.startComponent(agentSpec(context, host, hypervisor))
     }
-    this.startComponent(apiSpec(context))
+    for (const api of this.apis) this.startComponent(apiSpec(context, api))
+    if (this.apis.length > 1) await this.startBalancer(baseEnv)
+    const apiUrls = this.apis.map((api) => api.url)
     // Readiness only reads, so it spends the viewer's rate limit, not the operator's.
-    await waitForStackReady({ apiUrl: apiUrl(config), apiToken: viewerToken, hosts: this.hosts }, {
+    await waitForStackReady({ apiUrl: apiUrl(config), apiUrls, apiToken: viewerToken, hosts: this.hosts }, {
       timeoutMs: READY_TIMEOUT_MS,
       signal: this.stopping.signal,
       detail: () => `the components' output is in ${displayPath(paths.logDir)}`
@@ -138,10 +151,11 @@ export class DevStack {
 
     const info: StackInfo = {
       apiUrl: apiUrl(config),
+      apiUrls,
       docsUrl: `${apiUrl(config)}/docs`,
       metricsUrls: {
-        api: `${apiUrl(config)}/metrics`,
-        worker: workerMetricsUrl(config),
+        ...Object.fromEntries(this.apis.map((api) => [api.component, `${api.url}/metrics`])),
+        ...Object.fromEntries(this.workers.map((worker) => [worker.component, worker.url])),
         ...Object.fromEntries(this.hosts.map((host) => [host.component, `${host.url}/metrics`]))
       },
       temporalAddress: temporalAddress(config),
@@ -219,6 +233,12 @@ export class DevStack {
     this.supervisor.start(spec)
   }
 
+  /** HAProxy on the API port, in front of the API replicas. */
+  private async startBalancer (env: NodeJS.ProcessEnv): Promise<void> {
+    const haproxy = await ensureHaproxy({ log: (message) => this.log(message) })
+    this.startComponent(await balancerSpec(haproxy, this.paths.balancerConfig, this.config.apiPort, this.apis, env))
+  }
+
   private waitOptions (component: string): WaitOptions {
     return {
       timeoutMs: READY_TIMEOUT_MS,
@@ -230,7 +250,7 @@ export class DevStack {
   private printReady (info: StackInfo, tookMs: number): void {
     const lines = [
       `vmplane is ready (${Math.round(tookMs / 100) / 10} s)`,
-      `  API          ${info.apiUrl}`,
+      `  API          ${info.apiUrl}${info.apiUrls.length > 1 ? ` (HAProxy in front of ${info.apiUrls.join(', ')})` : ''}`,
       `  API docs     ${info.docsUrl}`,
       `  Temporal UI  ${info.temporalUiUrl}`,
       ...info.temporalShape === 'cluster'
@@ -251,7 +271,7 @@ export class DevStack {
     if (!this.claimed) return await this.output.close()
     this.log('stopping')
     await removeStackFile(this.paths.stackFile)
-    await this.supervisor.stop(['api', 'worker', 'temporal-ui', ...this.hosts.map((host) => host.component)])
+    await this.supervisor.stop([...[...this.apis, ...this.workers, ...this.hosts].map((part) => part.component), 'temporal-ui', BALANCER_COMPONENT])
     await this.supervisor.stop(['temporal'])
     await this.supervisor.stop(['postgres'])
     await this.finish()

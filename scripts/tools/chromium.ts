@@ -3,10 +3,9 @@
  * playwright-core (which brings no browser of its own).
  *
  * `findChromium()` only looks; `ensureChromium()`, which `npm test` calls before the tests,
- * installs the package with apt-get when it is missing. Once it is there, each run only pays
- * for a lookup on PATH.
+ * installs the package with apt-get when it is missing.
  */
-import { installDebianPackages } from './debian-packages.js'
+import { ensureDebianProgram } from './debian-packages.js'
 import { findOnPath, isExecutable } from './paths.js'
 
 /** Where Debian's package puts it, for a PATH that leaves /usr/bin out. */
@@ -18,13 +17,7 @@ export async function findChromium (): Promise<string | null> {
 }
 
 export async function ensureChromium (options: { log: (message: string) => void }): Promise<string> {
-  const found = await findChromium()
-  if (found !== null) return found
-
   // Without the recommended packages: no notification daemon, no sandbox helper (Chromium runs
   // unsandboxed as root anyway); fontconfig's own dependency brings a font for the screenshots.
-  await installDebianPackages([PACKAGE], 'Chromium', options.log)
-  const installed = await findChromium()
-  if (installed === null) throw new Error(`apt-get installed ${PACKAGE}, yet there is no \`chromium\` on PATH or at ${DEBIAN_CHROMIUM}`)
-  return installed
+  return await ensureDebianProgram(findChromium, PACKAGE, 'Chromium', options.log)
 }

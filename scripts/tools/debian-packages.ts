@@ -16,6 +16,24 @@ export async function installDebianPackages (packages: readonly string[], why: s
   log(`installed ${why} in ${Math.round((Date.now() - started) / 1000)} s`)
 }
 
+/**
+ * The program `find` finds, after installing Debian's package of it if it finds none. Once it is
+ * there, each run only pays for the lookup.
+ */
+export async function ensureDebianProgram (
+  find: () => Promise<string | null>,
+  debianPackage: string,
+  why: string,
+  log: (message: string) => void
+): Promise<string> {
+  const found = await find()
+  if (found !== null) return found
+  await installDebianPackages([debianPackage], why, log)
+  const installed = await find()
+  if (installed === null) throw new Error(`apt-get installed ${debianPackage}, yet ${why} cannot be found`)
+  return installed
+}
+
 function apt (args: string[]): Promise<void> {
   return run('apt-get', args, { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
 }

@@ -1,13 +1,14 @@
 /**
  * The CLI's reading of answers no healthy stack gives on demand, from a stand-in API on
  * 127.0.0.1: refusals (403, 429 with Retry-After) as one line and exit 1, 5xx as exit 3 after
- * retries that reuse one Idempotency-Key, an answer that is not JSON, and a `--wait` that rides
- * out a rate-limited poll.
+ * retries that reuse one Idempotency-Key, an answer that is not JSON, a `--wait` that rides out a
+ * rate-limited poll, and a list of URLs whose first ones cannot answer.
  */
 import assert from 'node:assert/strict'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, beforeEach, describe, it } from 'node:test'
+import { freePorts } from '../helpers/stack.js'
 import { assertOneLineError, runCli } from '../helpers/cli.js'
 
 const INSTANCE_ID = '11111111-1111-4111-8111-111111111111'
@@ -114,6 +115,17 @@ describe('vmplane CLI, answers from the API', () => {
     assert.notEqual(seen[0]?.headers['idempotency-key'], key)
   })
 
+  it('a 409 with Retry-After (its key still in progress, on a replica that died, say) is asked again as it says until answered', async () => {
+    handler = (_request, response) => {
+      if (seen.length <= 3) return problem(response, 409, 'a request with Idempotency-Key k is still in progress', { 'retry-after': '1' })
+      sendJson(response, 202, { instance: instance('stopping', operation('running')), operation: operation('running') })
+    }
+    const result = await cli('instances', 'stop', INSTANCE_ID)
+    assert.equal(result.code, 0, result.stderr)
+    assert.equal(seen.length, 4)
+    assert.equal(new Set(seen.map((request) => request.headers['idempotency-key'])).size, 1, 'one key for every attempt')
+  })
+
   it('an answer that is not JSON is exit 3, suspecting the URL', async () => {
     handler = (_request, response) => { response.writeHead(200, { 'content-type': 'text/html' }); response.end('<html>hello</html>') }
     assertOneLineError(await cli('hosts', 'list'), 3, /the API answered 200 with something that is not JSON; is http:\/\/127\.0\.0\.1:\d+ a vmplane API\?/)
@@ -138,5 +150,33 @@ describe('vmplane CLI, answers from the API', () => {
       'web-1: starting → running (T)'
     ])
     assert.match(result.stdout, /^state: +running \(intended: running\)$/m)
+  })
+
+  it('given a list of URLs, passes over one nobody listens at and one answering 503, and asks the one that answered first from then on', async () => {
+    const unavailable: Seen[] = []
+    const replica = createServer((request, response) => {
+      unavailable.push({ method: request.method ?? '', url: request.url ?? '', headers: request.headers })
+      request.resume().once('end', () => problem(response, 503, 'Temporal is not reachable'))
+    })
+    await new Promise<void>((resolve) => replica.listen(0, '127.0.0.1', resolve))
+    try {
+      let polls = 0
+      handler = (request, response) => {
+        if (request.method === 'POST') return sendJson(response, 202, { instance: instance('stopped', operation('running')), operation: operation('running') })
+        if (request.url === `/v1/operations/${OPERATION_ID}`) return sendJson(response, 200, operation(++polls < 2 ? 'running' : 'succeeded'))
+        sendJson(response, 200, instance(polls < 2 ? 'starting' : 'running', null))
+      }
+      const urls = [`http://127.0.0.1:${await freePorts(1)}`, `http://127.0.0.1:${(replica.address() as AddressInfo).port}`, url]
+      const result = await runCli(['--url', urls.join(','), '--token', 'secret', 'instances', 'start', INSTANCE_ID, '--wait'])
+      assert.equal(result.code, 0, result.stderr)
+      assert.match(result.stdout, /^state: +running \(intended: running\)$/m)
+      // The start went to the 503 first, then here, under one key; every poll came straight here.
+      assert.deepEqual(unavailable.map((request) => request.method), ['POST'])
+      assert.equal(seen[0]?.method, 'POST')
+      assert.equal(seen[0]?.headers['idempotency-key'], unavailable[0]?.headers['idempotency-key'])
+      assert.ok(seen.length >= 3, `${seen.length} requests here`)
+    } finally {
+      await new Promise((resolve) => replica.close(resolve))
+    }
   })
 })

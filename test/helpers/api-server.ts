@@ -19,13 +19,21 @@ export interface InProcessApi {
   stop: () => Promise<void>
 }
 
-export async function startInProcessApi (): Promise<InProcessApi> {
-  const database = await startDatabase()
+export interface InProcessApiOptions {
+  /** Another API's database, shared as replicas share theirs; it stays up when this API stops. */
+  database?: TestDatabase
+  /** More settings (VMPLANE_API_RATE_LIMIT, say). */
+  env?: Record<string, string>
+}
+
+export async function startInProcessApi (options: InProcessApiOptions = {}): Promise<InProcessApi> {
+  const database = options.database ?? await startDatabase()
   const config = apiConfig({
     DATABASE_URL: database.databaseUrl,
     VMPLANE_API_TOKEN: OPERATOR_TOKEN,
     VMPLANE_API_VIEWER_TOKEN: VIEWER_TOKEN,
-    VMPLANE_TEMPORAL_ADDRESS: '127.0.0.1:1'
+    VMPLANE_TEMPORAL_ADDRESS: '127.0.0.1:1',
+    ...options.env
   })
   const server = await buildServer(config, pino({ level: 'silent' }))
   await server.ready()
@@ -34,7 +42,7 @@ export async function startInProcessApi (): Promise<InProcessApi> {
     database,
     async stop () {
       await server.close()
-      await database.stop()
+      if (options.database === undefined) await database.stop()
     }
   }
 }

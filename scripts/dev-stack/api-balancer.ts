@@ -1,0 +1,67 @@
+/**
+ * The one address in front of the API replicas: HAProxy (Debian's), run by the stack when it
+ * runs more than one API, listening on the API port. Its configuration is written into the data
+ * directory at every start (`haproxy.cfg`), from the replicas this start runs.
+ *
+ * - Health: each replica's `/healthz` every second; two failures take it out, one success brings
+ *   it back. Not `/readyz`: that fails on every replica at once when Temporal or the workers are
+ *   away, and reads, which need only PostgreSQL, would then be refused for nothing.
+ * - Failover: a request whose connection to a replica fails is sent to another (`retries`,
+ *   `option redispatch`). One whose replica died before answering is sent again too
+ *   (`empty-response`), unless it is a change without an Idempotency-Key: with a key, the API
+ *   answers a repeat with what the first attempt did; without one, a repeat could do it twice.
+ * - Waits: `?wait=` holds an answer up to 300 s, so the server and client timeouts are longer.
+ *   A WebSocket (the serial console) is a tunnel once upgraded, open up to an hour of silence.
+ * - Balance: the replica with the fewest requests in progress, since held waits make some long.
+ */
+import { writeFile } from 'node:fs/promises'
+import { LIMITS } from '../../domain/limits.js'
+import type { Replica } from './components.js'
+import type { ComponentSpec } from './supervisor.js'
+
+export const BALANCER_COMPONENT = 'haproxy'
+
+/** Longer than the longest `?wait=`, with room for the request's own work. */
+const HELD_ANSWER_SECONDS = LIMITS.waitSeconds.max + 30
+
+export function balancerConfig (port: number, apis: readonly Replica[]): string {
+  return `# Written by the dev stack (scripts/dev-stack/api-balancer.ts) at each start: edits are lost.
+global
+  # Request lines (retries, failovers, errors) only: HAProxy prints servers going up and down itself.
+  log stdout format raw local0 info info
+  maxconn 4096
+
+defaults
+  mode http
+  log global
+  option httplog
+  # Retries, failovers and errors only: a line per request would drown the log.
+  option dontlog-normal
+  timeout connect 1s
+  timeout http-request 10s
+  timeout client ${HELD_ANSWER_SECONDS}s
+  timeout server ${HELD_ANSWER_SECONDS}s
+  timeout tunnel 1h
+  retries 3
+  option redispatch 1
+  retry-on conn-failure empty-response
+
+frontend api
+  bind 127.0.0.1:${port}
+  default_backend apis
+
+backend apis
+  balance leastconn
+  option httpchk GET /healthz
+  http-check expect status 200
+  http-request disable-l7-retry if { method POST DELETE } !{ req.hdr(idempotency-key) -m found }
+  default-server check inter 1s fall 2 rise 1
+${apis.map((api) => `  server ${api.component} 127.0.0.1:${api.port}`).join('\n')}
+`
+}
+
+/** Writes the configuration and says how to run HAProxy on it, in the foreground. */
+export async function balancerSpec (haproxy: string, configFile: string, port: number, apis: readonly Replica[], env: NodeJS.ProcessEnv): Promise<ComponentSpec> {
+  await writeFile(configFile, balancerConfig(port, apis))
+  return { name: BALANCER_COMPONENT, command: haproxy, args: ['-db', '-f', configFile], env }
+}
