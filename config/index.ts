@@ -19,8 +19,11 @@ const token = z.string().min(16, 'must be at least 16 characters')
 /** A token that may be left out; empty counts as left out (Compose's `${VAR:-}`). */
 const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
 const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
-/** The dev stack's API or worker processes: as many as a machine's stack has any use for. */
-const replicas = z.coerce.number().int().min(1).max(8).default(1)
+/**
+ * The dev stack's API or worker processes: as many as a machine's stack has any use for. Unset,
+ * the dev shape runs one of each and the cluster shape two (stackConfig).
+ */
+const replicas = z.coerce.number().int().min(1).max(8).optional()
 
 const DEFAULT_TEMPORAL_PORT = 7233
 /** Prometheus' conventional exporter port. */
@@ -301,6 +304,7 @@ export function stackConfig (env: Env = process.env) {
     env
   )
   const temporal = temporalConfig(env)
+  const defaultReplicas = s.VMPLANE_TEMPORAL === 'cluster' ? 2 : 1
   return {
     dataDir: resolve(s.VMPLANE_DATA_DIR),
     hosts: s.VMPLANE_HOSTS,
@@ -326,12 +330,12 @@ export function stackConfig (env: Env = process.env) {
     agentBasePort: s.VMPLANE_AGENT_PORT,
     workerMetricsPort: s.VMPLANE_WORKER_METRICS_PORT,
     /**
-     * How many API and worker processes the stack runs. With more than one API, HAProxy listens on
-     * the API port and replica i on the API port + i; worker i serves metrics on the worker
-     * metrics port + i - 1.
+     * How many API and worker processes the stack runs: one of each on the dev shape and two on
+     * the cluster shape, unless given. With more than one API, HAProxy listens on the API port and
+     * replica i on the API port + i; worker i serves metrics on the worker metrics port + i - 1.
      */
-    apiReplicas: s.VMPLANE_API_REPLICAS,
-    workerReplicas: s.VMPLANE_WORKER_REPLICAS,
+    apiReplicas: s.VMPLANE_API_REPLICAS ?? defaultReplicas,
+    workerReplicas: s.VMPLANE_WORKER_REPLICAS ?? defaultReplicas,
     databaseUrl: s.DATABASE_URL ?? null,
     temporalCli: s.TEMPORAL_CLI ?? null,
     apiToken: s.VMPLANE_API_TOKEN ?? null,

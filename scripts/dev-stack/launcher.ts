@@ -35,7 +35,9 @@ export interface StackOptions {
   outputDir: string
   /** VMPLANE_HOSTS; 2 unless given. */
   hosts?: number
-  /** VMPLANE_API_REPLICAS and VMPLANE_WORKER_REPLICAS; 1 unless given. */
+  /** VMPLANE_TEMPORAL: the dev server unless given. */
+  temporal?: 'dev' | 'cluster'
+  /** VMPLANE_API_REPLICAS and VMPLANE_WORKER_REPLICAS; unless given, 1 on the dev shape, 2 on the cluster shape. */
   apiReplicas?: number
   workerReplicas?: number
   /** More settings for the stack and its components (VMPLANE_BOOT_TIMEOUT_SECONDS, say). */
@@ -60,8 +62,9 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
   // able to reach its cluster inside.
   await chmod(dataDir, 0o755)
   const hosts = options.hosts ?? 2
-  const apiReplicas = options.apiReplicas ?? 1
-  const workerReplicas = options.workerReplicas ?? 1
+  const temporal = options.temporal ?? 'dev'
+  const apiReplicas = options.apiReplicas ?? (temporal === 'cluster' ? 2 : 1)
+  const workerReplicas = options.workerReplicas ?? (temporal === 'cluster' ? 2 : 1)
   const temporalPort = await freePorts(1)
   const temporalUiPort = await freePorts(1)
   const pgPort = await freePorts(1)
@@ -69,6 +72,7 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
     ...inheritedEnv(),
     VMPLANE_DATA_DIR: dataDir,
     VMPLANE_HOSTS: String(hosts),
+    VMPLANE_TEMPORAL: temporal,
     VMPLANE_API_REPLICAS: String(apiReplicas),
     VMPLANE_WORKER_REPLICAS: String(workerReplicas),
     VMPLANE_TEMPORAL_PORT: String(temporalPort),

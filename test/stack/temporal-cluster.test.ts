@@ -2,7 +2,7 @@
  * The stack's cluster shape (VMPLANE_TEMPORAL=cluster), on real processes: Temporal's own server
  * with its four services, persisted in the stack's PostgreSQL with 16 history shards, its Web UI's
  * server beside it, its namespace and vmplane's search attributes registered with the `temporal`
- * CLI. vmplane drives
+ * CLI, and two API replicas behind HAProxy and two workers in front of it. vmplane drives
  * instances on it through the API, and keeps doing so after Temporal and then PostgreSQL are
  * SIGKILLed and restarted by the stack, and after the stack itself is restarted on the same data
  * directory (which finds the schemas and registrations in place).
@@ -22,7 +22,7 @@ describe('the cluster shape: Temporal\'s server on PostgreSQL', { timeout: 600_0
   let stack: TestStack
 
   before(async () => {
-    stack = await startStack({ hosts: 1, env: { VMPLANE_TEMPORAL: 'cluster' } })
+    stack = await startStack({ hosts: 1, temporal: 'cluster' })
   })
   after(async () => {
     await stack?.stop()
@@ -42,6 +42,12 @@ describe('the cluster shape: Temporal\'s server on PostgreSQL', { timeout: 600_0
     const owners = await databaseOwners()
     assert.equal(owners.temporal, 'temporal', 'Temporal\'s persistence is a database of its own role')
     assert.equal(owners.temporal_visibility, 'temporal')
+  })
+
+  test('runs two API replicas behind HAProxy and two workers', async () => {
+    assert.equal(stack.info.apiUrls.length, 2)
+    assert.deepEqual(Object.keys(stack.info.metricsUrls).filter((component) => component.startsWith('worker')).sort(), ['worker', 'worker-2'])
+    for (const component of ['api', 'api-2', 'haproxy', 'worker', 'worker-2']) assert.ok(await stack.pid(component) > 0, `${component} runs`)
   })
 
   test('serves the Web UI, which shows the cluster', async () => {

@@ -14,6 +14,12 @@ describe('the dev stack\'s replicas', () => {
     assert.deepEqual(planWorkerReplicas(config), [{ component: 'worker', port: 19464, url: 'http://127.0.0.1:19464/metrics' }])
   })
 
+  it('runs two of each on the cluster shape unless told otherwise', () => {
+    assert.deepEqual([stackConfig({ ...PORTS, VMPLANE_TEMPORAL: 'cluster' }).apiReplicas, stackConfig({ ...PORTS, VMPLANE_TEMPORAL: 'cluster' }).workerReplicas], [2, 2])
+    const told = stackConfig({ ...PORTS, VMPLANE_TEMPORAL: 'cluster', VMPLANE_API_REPLICAS: '1', VMPLANE_WORKER_REPLICAS: '3' })
+    assert.deepEqual([told.apiReplicas, told.workerReplicas], [1, 3])
+  })
+
   it('puts several APIs on the ports after the API port, which HAProxy takes, and numbers the others from 2', () => {
     const config = stackConfig({ ...PORTS, VMPLANE_API_REPLICAS: '2', VMPLANE_WORKER_REPLICAS: '3' })
     assert.deepEqual(planApiReplicas(config).map(({ component, port }) => [component, port]), [['api', 18081], ['api-2', 18082]])
