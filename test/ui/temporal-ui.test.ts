@@ -73,10 +73,9 @@ describe('the Temporal UI', () => {
     assert.equal(await rowsOf(page, runningWorkflow).count(), 0, 'a running instance is not among the stopped ones')
 
     // The UI (2.42.1) has no list column for a workflow's summary; the workflow's User Metadata
-    // tab shows it, rendered as Markdown in a frame of its own, the first of the tab's two.
+    // tab shows it, rendered as Markdown in a frame of its own.
     assert.ok(running.operation.runId !== null)
-    await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(runningWorkflow)}/${running.operation.runId}/user-metadata`)
-    await page.locator('iframe').first().contentFrame().getByText('create ui-web-1 and start it').waitFor({ timeout: 30_000 })
+    await userMetadataShows(page, runningWorkflow, running.operation.runId, /create ui-web-1 and start it/)
     await page.screenshot({ path: join(SCREENSHOTS, 'temporal-ui-workflow-summary.png') })
     await context.close()
   })
@@ -93,19 +92,23 @@ describe('the Temporal UI', () => {
     // The phase is the execution's current details, which the UI asks the running workflow for
     // (its metadata query) and shows in the User Metadata tab beside the summary.
     const page = await browser.newPage({ viewport: { width: 1800, height: 900 } })
-    const phase = /sending: to host-\d/
-    const deadline = Date.now() + LIST_TIMEOUT_MS
-    for (;;) {
-      await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`)
-      if (await shows(page, phase)) break
-      if (Date.now() > deadline) throw new Error(`the UI never showed the migrate execution's phase ${phase}`)
-    }
+    await userMetadataShows(page, workflowId, runId, /sending: to host-\d/)
     await mkdir(SCREENSHOTS, { recursive: true })
     await page.screenshot({ path: join(SCREENSHOTS, 'temporal-ui-migrate-phase.png') })
     await page.close()
     const cancel = await api(stack).post(`/v1/instances/${created.instance.id}/migrate/cancel`)
     assert.ok(cancel.status === 202 || cancel.status === 200, JSON.stringify(cancel.body))
   })
+
+  /** Opens an execution's User Metadata tab, reloading until `text` shows there (a loaded machine's UI is slow). */
+  async function userMetadataShows (page: Page, workflowId: string, runId: string, text: RegExp): Promise<void> {
+    const deadline = Date.now() + LIST_TIMEOUT_MS
+    for (;;) {
+      await page.goto(`${stack.info.temporalUiUrl}/namespaces/${NAMESPACE}/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`)
+      if (await shows(page, text)) return
+      if (Date.now() > deadline) throw new Error(`the UI's User Metadata tab of ${workflowId} never showed ${text}`)
+    }
+  }
 
   /** Whether the page or any of its frames (the UI renders metadata in frames) shows `text` within a while. */
   async function shows (page: Page, text: RegExp): Promise<boolean> {
