@@ -24,13 +24,26 @@ export const BALANCER_COMPONENT = 'haproxy'
 /** Longer than the longest `?wait=`, with room for the request's own work. */
 const HELD_ANSWER_SECONDS = LIMITS.waitSeconds.max + 30
 
-export function balancerConfig (port: number, apis: readonly Replica[]): string {
-  return `# Written by the dev stack (scripts/dev-stack/api-balancer.ts) at each start: edits are lost.
+/**
+ * Where HAProxy listens and the replicas it sends to: the dev stack's, on loopback; Compose's
+ * (config/haproxy.cfg), every `vmplane-api` replica Docker's DNS names.
+ */
+interface BalancerTargets {
+  /** Who wrote the file, for its first line. */
+  origin: string
+  bind: string
+  /** A `resolvers` section, when the servers are found by name. */
+  resolvers?: string
+  servers: string[]
+}
+
+export function balancerConfig ({ origin, bind, resolvers, servers }: BalancerTargets): string {
+  return `# ${origin}
 global
   # Request lines (retries, failovers, errors) only: HAProxy prints servers going up and down itself.
   log stdout format raw local0 info info
   maxconn 4096
-
+${resolvers === undefined ? '' : `\n${resolvers}\n`}
 defaults
   mode http
   log global
@@ -47,7 +60,7 @@ defaults
   retry-on conn-failure empty-response
 
 frontend api
-  bind 127.0.0.1:${port}
+  bind ${bind}
   default_backend apis
 
 backend apis
@@ -56,12 +69,36 @@ backend apis
   http-check expect status 200
   http-request disable-l7-retry if { method POST DELETE } !{ req.hdr(idempotency-key) -m found }
   default-server check inter 1s fall 2 rise 1
-${apis.map((api) => `  server ${api.component} 127.0.0.1:${api.port}`).join('\n')}
+${servers.map((server) => `  ${server}`).join('\n')}
 `
+}
+
+/** The dev stack's: on the API port of loopback, in front of the replicas this start runs. */
+export function stackBalancerConfig (port: number, apis: readonly Replica[]): string {
+  return balancerConfig({
+    origin: 'Written by the dev stack (scripts/dev-stack/api-balancer.ts) at each start: edits are lost.',
+    bind: `127.0.0.1:${port}`,
+    servers: apis.map((api) => `server ${api.component} 127.0.0.1:${api.port}`)
+  })
+}
+
+/**
+ * docker-compose.yml's (config/haproxy.cfg, which a test holds equal to this): on the API's port
+ * in its container, in front of the `vmplane-api` replicas, found through Docker's DNS (up to
+ * COMPOSE_API_SLOTS of them; a slot without a replica is down, not an error).
+ */
+export const COMPOSE_API_SLOTS = 4
+export function composeBalancerConfig (): string {
+  return balancerConfig({
+    origin: 'HAProxy in front of docker-compose.yml\'s API replicas: scripts/dev-stack/api-balancer.ts makes it (a test holds it equal).',
+    bind: '*:8080',
+    resolvers: 'resolvers docker\n  nameserver dns 127.0.0.11:53\n  hold valid 5s',
+    servers: [`server-template api ${COMPOSE_API_SLOTS} vmplane-api:8080 resolvers docker init-addr none`]
+  })
 }
 
 /** Writes the configuration and says how to run HAProxy on it, in the foreground. */
 export async function balancerSpec (haproxy: string, configFile: string, port: number, apis: readonly Replica[], env: NodeJS.ProcessEnv): Promise<ComponentSpec> {
-  await writeFile(configFile, balancerConfig(port, apis))
+  await writeFile(configFile, stackBalancerConfig(port, apis))
   return { name: BALANCER_COMPONENT, command: haproxy, args: ['-db', '-f', configFile], env }
 }

@@ -31,7 +31,7 @@ const CLI_TYPE_NAMES: Record<SearchAttributeType, string> = {
 /** vmplane's search attributes as the CLI names them. */
 export const CLI_SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_KEYS.map((key) => ({ name: key.name, type: CLI_TYPE_NAMES[key.type] }))
 
-/** As long as the dev server keeps closed executions, and Compose's auto-setup image too. */
+/** As long as the dev server keeps closed executions, and docker-compose.yml's namespace too. */
 const RETENTION = '24h'
 
 /**

@@ -4,7 +4,7 @@
  * of the server that runs on them.
  *
  * Made and updated by `temporal-sql-tool`, the server's own tool, as a deployment's schema job
- * does (docker-compose.yml's auto-setup image runs the same commands): `setup-schema -v 0.0`
+ * does (docker-compose.yml's temporal-schema job runs the same commands): `setup-schema -v 0.0`
  * creates the version table, `update-schema` applies every versioned step the database has not
  * had yet from the schemas embedded in the tool. Both are no-ops on a database at version, so
  * every start runs them: a first start creates the schemas, a later one finds them, and one

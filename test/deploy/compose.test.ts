@@ -1,12 +1,21 @@
 /**
  * docker-compose.yml, checked by Docker Compose itself: `docker compose config` parses the file,
  * validates it against the Compose specification and substitutes the variables, all without a
- * Docker engine. What it renders must hold the whole multi-machine shape.
+ * Docker engine. What it renders must hold the whole multi-machine shape, and match what the
+ * tests run as the dev stack's cluster shape: Temporal's server and UI at the versions built for
+ * it, its history shards, its schema steps and registrations, the replicas and HAProxy's
+ * configuration.
  */
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { before, describe, it } from 'node:test'
+import { composeBalancerConfig } from '../../scripts/dev-stack/api-balancer.js'
+import { HISTORY_SHARDS } from '../../scripts/dev-stack/temporal-cluster.js'
+import { TEMPORAL_DATABASES } from '../../scripts/dev-stack/temporal-schemas.js'
+import { pinnedVersions } from '../../scripts/tools/go-tools.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
 import { findCompose, type ComposeCommand } from '../../scripts/tools/compose.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
@@ -18,6 +27,7 @@ interface Service {
   build?: unknown
   command?: string[]
   environment?: Record<string, string>
+  deploy?: { replicas?: number }
   devices?: Array<string | { source: string }>
   depends_on?: Record<string, { condition: string }>
   healthcheck?: unknown
@@ -52,23 +62,52 @@ describe('docker-compose.yml', () => {
     })
   }
 
-  it('renders every service of the multi-machine shape, the tokens in the services that use them', async () => {
-    const result = await config(TOKENS, '--format', 'json')
-    assert.equal(result.code, 0, result.stderr)
-    const services = (JSON.parse(result.stdout) as { services: Record<string, Service> }).services
+  it('renders every service of the multi-machine shape: Temporal on PostgreSQL, two APIs behind HAProxy, two workers', async () => {
+    const services = await rendered()
     assert.deepEqual(Object.keys(services).sort(), [
-      'host-agent', 'postgresql', 'temporal', 'temporal-admin-tools', 'temporal-ui',
+      'api-balancer', 'host-agent', 'postgresql', 'temporal', 'temporal-admin-tools', 'temporal-schema', 'temporal-ui',
       'vmplane-api', 'vmplane-migrate', 'vmplane-worker'
     ])
 
     assert.match(services.postgresql.image ?? '', /^postgres:/)
-    assert.match(services.temporal.image ?? '', /^temporalio\/auto-setup:/)
     assert.equal(services.temporal.environment?.DB, 'postgres12', 'Temporal persists in PostgreSQL')
     assert.equal(services.temporal.environment?.POSTGRES_SEEDS, 'postgresql')
-    assert.match(services['temporal-ui'].image ?? '', /^temporalio\/ui:/)
-    assert.match(services['temporal-admin-tools'].image ?? '', /^temporalio\/admin-tools:/)
-    assert.ok(services['temporal-admin-tools'].healthcheck !== undefined, 'admin tools report when the search attributes exist')
+    assert.equal(services['temporal-schema'].depends_on?.postgresql?.condition, 'service_healthy')
+    assert.equal(services.temporal.depends_on?.['temporal-schema']?.condition, 'service_completed_successfully', 'the server starts on schemas at version')
+    assert.ok(services['temporal-admin-tools'].healthcheck !== undefined, 'admin tools report when the namespace and search attributes exist')
+    assert.equal(services['vmplane-api'].deploy?.replicas, 2)
+    assert.equal(services['vmplane-worker'].deploy?.replicas, 2)
+  })
 
+  it('runs what the cluster shape\'s tests run', async () => {
+    const services = await rendered()
+    const versions = await pinnedVersions()
+    const server = versions.temporalServer.version.replace(/^v/, '')
+    assert.equal(services.temporal.image, `temporalio/server:${server}`, 'the server version the stack builds')
+    assert.equal(services['temporal-schema'].image, `temporalio/admin-tools:${server}`)
+    assert.equal(services['temporal-admin-tools'].image, `temporalio/admin-tools:${server}`)
+    assert.equal(services['temporal-ui'].image, `temporalio/ui:${versions.temporalUi.version.replace(/^v/, '')}`)
+    assert.equal(services.temporal.environment?.NUM_HISTORY_SHARDS, String(HISTORY_SHARDS))
+    assert.equal(services.temporal.environment?.POSTGRES_USER, services['temporal-schema'].environment?.SQL_USER)
+
+    const schemaJob = services['temporal-schema'].command?.join(' ') ?? ''
+    for (const { name, schema } of Object.values(TEMPORAL_DATABASES)) assert.ok(schemaJob.includes(`${name}:${schema}`), `the schema job brings ${name} to ${schema}`)
+    const registration = services['temporal-admin-tools'].command?.join(' ') ?? ''
+    assert.match(registration, /namespace create --namespace default/)
+    const registered = /for name in ([\w ]+); do/.exec(registration)?.[1]?.trim().split(/\s+/)
+    assert.deepEqual(registered, SEARCH_ATTRIBUTE_KEYS.map((key) => key.name), 'the search attributes the workflows set')
+
+    assert.equal(await readFile(join(REPO_ROOT, 'config', 'haproxy.cfg'), 'utf8'), composeBalancerConfig(), 'HAProxy is configured as the dev stack\'s')
+  })
+
+  async function rendered (): Promise<Record<string, Service>> {
+    const result = await config(TOKENS, '--format', 'json')
+    assert.equal(result.code, 0, result.stderr)
+    return (JSON.parse(result.stdout) as { services: Record<string, Service> }).services
+  }
+
+  it('has the multi-machine shape\'s vmplane services, with their tokens', async () => {
+    const services = await rendered()
     for (const [name, program] of [['vmplane-migrate', 'migrate'], ['vmplane-api', 'api'], ['vmplane-worker', 'worker'], ['host-agent', 'agent']]) {
       assert.ok(services[name].build !== undefined, `${name} is built from the Dockerfile`)
       assert.deepEqual(services[name].command, ['node', `dist/bin/${program}.js`])
