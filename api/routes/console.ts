@@ -13,6 +13,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { WebSocket } from 'ws'
 import { z } from 'zod'
 import { HostAgentError } from '../../domain/errors.js'
+import { holdMessages, type MessageSink } from '../../http/held-messages.js'
 import { urlInteger } from '../../http/url-integer.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { problemContent } from '../plugins/route-contract.js'
@@ -89,6 +90,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     handler: async () => { throw new ApiProblem(426, 'Upgrade Required', 'the console is a WebSocket: connect with an Upgrade: websocket request') },
     wsHandler: async (socket: WebSocket, request) => {
       const { id } = request.params as { id: string }
+      const input = holdMessages(socket)
       try {
         if (request.role !== 'operator') throw new ApiProblem(403, 'Forbidden', 'the interactive console needs an operator token')
         const { token } = agents()
@@ -96,7 +98,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
         if (vmm.state !== 'running' && vmm.state !== 'rebooting' && vmm.state !== 'stopping') {
           throw new ApiProblem(409, 'Conflict', `instance ${id} has no running VMM (its last is ${vmm.state})`)
         }
-        relay(socket, new WebSocket(`${vmm.agentUrl.replace(/^http/, 'ws')}/v1/vmms/${vmm.vmmId}/console`, { headers: { authorization: `Bearer ${token}` } }))
+        relay(socket, input, new WebSocket(`${vmm.agentUrl.replace(/^http/, 'ws')}/v1/vmms/${vmm.vmmId}/console`, { headers: { authorization: `Bearer ${token}` } }))
       } catch (err) {
         const status = err instanceof ApiProblem ? err.status : 500
         socket.close(4000 + status, (err instanceof ApiProblem ? err.detail : 'internal error; see the API log').slice(0, 120))
@@ -106,10 +108,10 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 }
 
-/** Bytes both ways between the client and the agent; what the client sends first waits for the agent. */
-function relay (client: WebSocket, agent: WebSocket): void {
+/** Bytes both ways between the client and the agent; what the client sent before the agent's socket opened waits for it. */
+function relay (client: WebSocket, input: (sink: MessageSink) => void, agent: WebSocket): void {
   const early: Buffer[] = []
-  client.on('message', (data: Buffer) => {
+  input((data) => {
     if (agent.readyState === WebSocket.OPEN) agent.send(data)
     else early.push(data)
   })

@@ -13,6 +13,7 @@ import { consoleLogQuerySchema, vmmIdParamsSchema } from '../../domain/host-agen
 import { readTail, type SerialConsole } from '../console/serial-console.js'
 import { AgentError, conflict } from '../errors.js'
 import type { Supervisor } from '../supervisor/supervisor.js'
+import { holdMessages, type MessageSink } from '../../http/held-messages.js'
 import { errorContent } from '../../http/route-contract.js'
 import { agentRouteContract } from './route-contract.js'
 
@@ -37,10 +38,11 @@ export const consoleRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = 
     handler: async () => { throw new AgentError(426, 'this is a WebSocket: connect with an Upgrade: websocket request') },
     wsHandler: async (socket: WebSocket, request) => {
       const { id } = request.params as { id: string }
+      const input = holdMessages(socket)
       try {
         const vmm = await supervisor.get(id)
         if (vmm.terminal) throw conflict(`VMM ${id} is ${vmm.record.state}; it has no console`)
-        attach(socket, vmm.console)
+        attach(socket, input, vmm.console)
       } catch (err) {
         socket.close(4000 + ((err as { status?: number }).status ?? 500), (err as Error).message.slice(0, 120))
       }
@@ -49,9 +51,9 @@ export const consoleRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = 
 }
 
 /** Relays between the WebSocket and the VMM's serial console until either side goes. */
-function attach (socket: WebSocket, serial: SerialConsole): void {
+function attach (socket: WebSocket, input: (sink: MessageSink) => void, serial: SerialConsole): void {
   const output = (chunk: Buffer): void => { socket.send(chunk) }
   serial.on('output', output)
-  socket.on('message', (data: Buffer) => { serial.write(data) })
+  input((data) => { serial.write(data) })
   socket.on('close', () => { serial.off('output', output) })
 }
