@@ -4,14 +4,15 @@
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
+ * the stack's LAN (stack-lan.ts), the host agents (each inside its host's network namespace on
+ * that LAN, host-network.ts) and the API → wait until the
  * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
  * → the `default` network (default-network.ts) → write run/stack.json and print where everything
  * is.
  *
  * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
- * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
+ * left running, with the hosts' networks and the LAN, like VMs on a real host whose control plane restarts:
  * the next start's agents re-adopt them.
  */
 import { mkdir } from 'node:fs/promises'
@@ -26,7 +27,7 @@ import {
 import { stackPaths, type StackPaths } from './data-dir.js'
 import { DEFAULT_NETWORK } from '../../api/services/instance-resources.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
-import { ensureHostNetwork, removeHostNetworks } from './host-network.js'
+import { ensureHostNetwork } from './host-network.js'
 import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
@@ -34,6 +35,7 @@ import { ensureDatabase, preparePostgres, waitForPostgres } from './postgres.js'
 import { findVmmProcesses } from './processes.js'
 import { loadOrCreateSecret } from './secrets.js'
 import { removeStackFile, writeStackFile, type StackInfo } from './stack-file.js'
+import { attachHost, ensureStackLan, removeStackNetwork } from './stack-lan.js'
 import { Supervisor, type ComponentSpec } from './supervisor.js'
 import { temporalAddress, temporalSpec, temporalUiUrl, waitForTemporal } from './temporal.js'
 import { waitForStackReady } from './readiness.js'
@@ -46,7 +48,8 @@ export class DevStack {
   private readonly paths: StackPaths
   private readonly output: StackOutput
   private readonly supervisor: Supervisor
-  private readonly hosts: HostPlan[]
+  /** Planned once the stack's LAN is up, which gives them their addresses. */
+  private hosts: HostPlan[] = []
   /** Aborted when the stack begins to stop: cuts readiness waits short, forbids new components. */
   private readonly stopping = new AbortController()
   /** Set once this stack holds the data directory: until then, stopping must touch none of it. */
@@ -57,7 +60,6 @@ export class DevStack {
     this.paths = stackPaths(config.dataDir)
     this.output = new StackOutput(this.paths.logDir)
     this.supervisor = new Supervisor(this.paths.runDir, this.output)
-    this.hosts = planHosts(config, this.paths)
   }
 
   log (message: string): void {
@@ -106,12 +108,17 @@ export class DevStack {
       agentToken
     }
     this.startComponent(workerSpec(context))
+    // What the agents call in the root namespace, across the LAN: Temporal alone.
+    const lan = await ensureStackLan(paths.dataDir, [config.temporalPort])
+    this.log(`the hosts are on ${lan.subnet} (${lan.netns}); the root namespace is ${lan.gateway} on it`)
+    this.hosts = planHosts(config, paths, lan)
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
       await ensureHostNetwork(host.netns)
+      await attachHost(lan, host.netns, host.id, host.address)
       if (hypervisor.simulated) await writeStandInImages(host.imageDir)
       else await mkdir(host.imageDir, { recursive: true })
-      this.startComponent(agentSpec(context, host, hypervisor))
+      this.startComponent(agentSpec(context, host, hypervisor, lan))
     }
     this.startComponent(apiSpec(context))
     // Readiness only reads, so it spends the viewer's rate limit, not the operator's.
@@ -142,6 +149,7 @@ export class DevStack {
       viewerToken,
       agentToken,
       hosts: this.hosts.map(({ id, url, stateDir, imageDir, storageDir, netns }) => ({ id, url, stateDir, imageDir, storageDir, netns })),
+      lan,
       startedAt: new Date().toISOString()
     }
     this.stopping.signal.throwIfAborted()
@@ -193,7 +201,7 @@ export class DevStack {
       `  Temporal UI  ${info.temporalUiUrl}`,
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
       `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
-      `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
+      `  hosts        ${info.hosts.map((host) => `${host.id} (agent ${host.url})`).join(', ')}`,
       `  try:         curl -H "Authorization: Bearer $(cat ${displayPath(this.paths.apiTokenFile)})" ${info.apiUrl}/v1/instances`,
       'Ctrl-C stops the stack (VMs keep running and are re-adopted by the next start).'
     ]
@@ -225,8 +233,8 @@ export class DevStack {
   private finish (): Promise<void> {
     this.finished ??= (async () => {
       const vmms = await findVmmProcesses(this.paths.dataDir)
-      // The hosts' networks stay with the VMMs that use them; with none left, they go.
-      if (vmms.length === 0) await removeHostNetworks(this.paths.dataDir)
+      // The hosts' networks and their LAN stay with the VMMs that use them; with none left, they go.
+      if (vmms.length === 0) await removeStackNetwork(this.paths.dataDir)
       this.log(vmms.length === 0
         ? 'stopped; no VMM is running'
         : `stopped; ${vmms.length} VMM process(es) left running, for the next start to re-adopt`)
