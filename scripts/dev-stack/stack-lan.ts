@@ -4,18 +4,19 @@
  * the control plane reaches it there, as it would a real hypervisor host. Cutting that network
  * (test/helpers/partition.ts) is then what losing a host is, not freezing its process.
  *
- *   root namespace          vmp-<hash>  198.18.<k>.1/24 ──┐
+ *   root namespace          vmp-<hash>  <net>.1/24 ──┐
  *   vmp-<hash>-lan          bridge lan0: ports `uplink` and one per host (named after it)
- *   vmp-<hash>-host-<N>     eth0  198.18.<k>.<9+N>/24 ────┘   (lo, and bridge vmplane0 for TAPs)
+ *   vmp-<hash>-host-<N>     eth0  <net>.<9+N>/24 ────┘   (lo, and bridge vmplane0 for TAPs)
  *
  * The addresses come from 198.18.0.0/15, the range RFC 2544 keeps for network tests: they never
- * meet a real network. Each stack takes one /24 of it, first the one its data directory's hash
- * names, else a free one, so stacks side by side never share a subnet. Hosts reach each other
- * across the bridge without any forwarding; the root namespace is one more station on it.
+ * meet a real network. Each stack takes one /24 of it, `<net>.0/24`, first the one its data
+ * directory's hash names, else a free one, so stacks side by side never share a subnet. Hosts
+ * reach each other across the bridge without any forwarding; the root namespace is one more
+ * station on it.
  *
  * The servers the agents call stay on loopback: Temporal listens on 127.0.0.1, and an nftables
  * DNAT in the stack's own table (`table ip vmp-<hash>`) sends what the hosts address to
- * 198.18.<k>.1:<Temporal port> there. A packet from another interface may reach 127.0.0.1 only
+ * <net>.1:<Temporal port> there. A packet from another interface may reach 127.0.0.1 only
  * where `route_localnet` is set, which is done on the stack's own root-side veth alone, never
  * machine-wide.
  *
@@ -40,7 +41,7 @@ const LAN_BRIDGE = 'lan0'
 const LAN_UPLINK = 'uplink'
 /** A host's interface on the LAN, as a machine's first Ethernet port is called. */
 export const HOST_UPLINK = 'eth0'
-/** Host N has 198.18.<k>.<FIRST_HOST_OCTET + N - 1>: .1 is the root namespace's, .2 to .9 are left free. */
+/** Host N is <net>.<FIRST_HOST_OCTET + N - 1>: .1 is the root namespace's, .2 to .9 are left free. */
 const FIRST_HOST_OCTET = 10
 
 export interface StackLan {

@@ -5,15 +5,14 @@
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
  * the stack's LAN (stack-lan.ts), the host agents (each inside its host's network namespace on
- * that LAN, host-network.ts) and the API → wait until the
- * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
- * → the `default` network (default-network.ts) → write run/stack.json and print where everything
- * is.
+ * that LAN, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the
+ * agents, the API with the worker behind it, every host active) → the `default` network
+ * (default-network.ts) → write run/stack.json and print where everything is.
  *
  * Stop: the clients first (API, worker, agents), then Temporal, then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
- * left running, with the hosts' networks and the LAN, like VMs on a real host whose control plane restarts:
- * the next start's agents re-adopt them.
+ * left running, with the hosts' networks and their LAN, like VMs on a real host whose control
+ * plane restarts: the next start's agents re-adopt them.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
