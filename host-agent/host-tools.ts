@@ -29,10 +29,10 @@ export function withSbin (path: string): string {
   return [...dirs, ...SBIN_DIRS.filter((dir) => !dirs.includes(dir))].join(delimiter)
 }
 
-/** The host tools not found on `path`. */
-export async function missingHostTools (path: string): Promise<HostTool[]> {
+/** The host tools (or these others) not found on `path`. */
+export async function missingHostTools (path: string, tools: readonly HostTool[] = HOST_TOOLS): Promise<HostTool[]> {
   const missing: HostTool[] = []
-  for (const tool of HOST_TOOLS) {
+  for (const tool of tools) {
     const found = await Promise.any(path.split(delimiter).filter((dir) => dir !== '')
       .map(async (dir) => { await access(join(dir, tool.command), constants.X_OK) })).then(() => true, () => false)
     if (!found) missing.push(tool)

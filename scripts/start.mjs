@@ -15,7 +15,8 @@ import { REPO_ROOT, ensureBuilt, ensureInstalled } from './tools/bootstrap.mjs'
 
 ensureInstalled()
 ensureBuilt()
-// The host agents make disks, seeds and TAPs with Debian's tools; installed here if missing.
+// The host agents make disks, seeds and TAPs, and the stack its hosts' LAN, with Debian's tools;
+// installed here if missing.
 const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
 await ensureHostTools({ log: console.log })
 

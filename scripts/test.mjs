@@ -1,8 +1,8 @@
 /**
  * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
  * sure the tools the tests use are there (the Temporal CLIs, the host agent's qemu-img, dosfstools,
- * mtools and iproute2, HAProxy for the API replicas' stack, Docker Compose, Temporal's server,
- * schema tool and UI server for the cluster shape's test, Chromium: building
+ * mtools and iproute2, the stacks' nftables, HAProxy for the API replicas' stack, Docker Compose,
+ * Temporal's server, schema tool and UI server for the cluster shape's test, Chromium: building
  * or installing them the first time takes minutes, better spent here than inside a test's
  * timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
  * folder by folder: unit first, then any other folder, then host-agent, stack, integration and

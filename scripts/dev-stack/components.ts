@@ -1,7 +1,10 @@
 /**
  * The control plane's own processes, as the stack runs them: the worker, one host agent per
  * simulated (or real) host, and the API. Each is `node dist/bin/<entry>.js` with the
- * environment its section of config/index.ts reads.
+ * environment its section of config/index.ts reads. An agent runs inside its host's network
+ * namespace (`ip netns exec`, which execs, so the PID is node's) on its host's address on the
+ * stack's LAN (stack-lan.ts): it makes its TAPs and starts its VMMs in the namespace it is in, as
+ * an agent on a real host does, and reaches Temporal across the LAN.
  */
 import { access } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -10,6 +13,7 @@ import { REPO_ROOT } from '../tools/paths.js'
 import type { StackPaths } from './data-dir.js'
 import { HOST_BRIDGE, hostNetworkName } from './host-network.js'
 import type { Hypervisor } from './hypervisor.js'
+import { hostAddress, type StackLan } from './stack-lan.js'
 import type { ComponentSpec } from './supervisor.js'
 
 export interface ComponentContext {
@@ -27,6 +31,8 @@ export interface HostPlan {
   /** The agent's component name: its log file and PID file. */
   component: string
   port: number
+  /** The host's address on the stack's LAN, which its agent listens on. */
+  address: string
   url: string
   stateDir: string
   imageDir: string
@@ -61,15 +67,17 @@ export async function checkEntryPoints (): Promise<void> {
   }
 }
 
-export function planHosts (config: StackConfig, paths: StackPaths): HostPlan[] {
+export function planHosts (config: StackConfig, paths: StackPaths, lan: StackLan): HostPlan[] {
   return Array.from({ length: config.hosts }, (_, i) => {
     const id = `host-${i + 1}`
     const port = config.agentBasePort + i
+    const address = hostAddress(lan, i)
     return {
       id,
       component: `agent-${id}`,
       port,
-      url: `http://127.0.0.1:${port}`,
+      address,
+      url: `http://${address}:${port}`,
       ...paths.host(id),
       storageDir: paths.storageDir,
       netns: hostNetworkName(paths.dataDir, id)
@@ -110,20 +118,22 @@ export function workerSpec (context: ComponentContext, worker: Replica): Compone
   })
 }
 
-export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor: Hypervisor): ComponentSpec {
-  return node(host.component, AGENT_ENTRY, {
+export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor: Hypervisor, lan: StackLan): ComponentSpec {
+  const spec = node(host.component, AGENT_ENTRY, {
     ...context.env,
+    // Temporal listens on the root namespace's loopback; the LAN's gateway forwards to it.
+    VMPLANE_TEMPORAL_ADDRESS: `${lan.gateway}:${context.config.temporalPort}`,
     VMPLANE_HOST_ID: host.id,
-    VMPLANE_AGENT_HOST: '127.0.0.1',
+    VMPLANE_AGENT_HOST: host.address,
     VMPLANE_AGENT_PORT: String(host.port),
     VMPLANE_AGENT_STATE_DIR: host.stateDir,
     VMPLANE_IMAGE_DIR: host.imageDir,
     VMPLANE_STORAGE_DIR: host.storageDir,
-    VMPLANE_AGENT_NETNS: host.netns,
     VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary
   })
+  return { ...spec, command: 'ip', args: ['netns', 'exec', host.netns, spec.command, ...spec.args] }
 }
 
 export function apiSpec (context: ComponentContext, api: Replica): ComponentSpec {

@@ -1,12 +1,14 @@
 /**
  * A simulated host's network: a network namespace of its own with the bridge its agent attaches
  * TAPs to, so the dev stack and the tests never touch the machine's own interfaces. Made as root
- * with iproute2.
+ * with iproute2. In the dev stack the namespace is also on the stack's LAN (stack-lan.ts) and its
+ * agent runs inside it, as on a machine of its own.
  *
  * A dev stack's namespaces are named after its data directory and host (`vmp-<hash>-host-1`) and
  * outlive a stop that leaves VMMs running, as a real host's network outlives its control plane:
  * the next start's agents find their VMMs' TAPs there. They go when the stack stops with no VMM
- * left, or when a test's stack is torn down. Removing a namespace removes every TAP in it.
+ * left, or when a test's stack is torn down. Removing a namespace removes every TAP in it, and
+ * every veth with an end in it.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { runCommand } from '../../host-agent/process/command.js'
@@ -19,7 +21,8 @@ export interface HostNetwork {
   remove: () => Promise<void>
 }
 
-function stackPrefix (dataDir: string): string {
+/** What every network name of a dev stack begins with: `vmp-<hash of its data directory>-`. */
+export function stackPrefix (dataDir: string): string {
   return `vmp-${createHash('sha256').update(dataDir).digest('hex').slice(0, 8)}-`
 }
 
@@ -47,13 +50,13 @@ export async function createHostNetwork (label: string): Promise<HostNetwork> {
   return await ensureHostNetwork(`vmp-${label}-${randomBytes(3).toString('hex')}`)
 }
 
-/** Removes every namespace of the dev stack on this data directory. */
+/** Removes every namespace of the dev stack on this data directory (stack-lan.ts `removeStackNetwork` removes the rest). */
 export async function removeHostNetworks (dataDir: string): Promise<void> {
   const prefix = stackPrefix(dataDir)
   for (const netns of await listNamespaces()) if (netns.startsWith(prefix)) await removeNamespace(netns)
 }
 
-async function listNamespaces (): Promise<string[]> {
+export async function listNamespaces (): Promise<string[]> {
   const listed = await runCommand('ip', ['-json', 'netns', 'list'])
   return listed.trim() === '' ? [] : (JSON.parse(listed) as Array<{ name: string }>).map((ns) => ns.name)
 }

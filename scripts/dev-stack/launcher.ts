@@ -16,9 +16,9 @@ import { basename, join } from 'node:path'
 import { TEMPORAL_CLUSTER_PORTS } from '../../config/index.js'
 import { stackPaths, type StackPaths } from '../../scripts/dev-stack/data-dir.js'
 import { readPidFile, readPidFiles } from '../../scripts/dev-stack/pid-files.js'
-import { removeHostNetworks } from '../../scripts/dev-stack/host-network.js'
 import { findVmmProcesses, isRunning, signalProcess, terminate } from '../../scripts/dev-stack/processes.js'
 import { readStackFile, type StackInfo } from '../../scripts/dev-stack/stack-file.js'
+import { removeStackNetwork } from '../../scripts/dev-stack/stack-lan.js'
 import { waitForStackReady } from '../../scripts/dev-stack/readiness.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
@@ -224,7 +224,7 @@ export class LaunchedStack {
   async stop (): Promise<number | null> {
     const code = await this.stopProcesses()
     await terminate(await findVmmProcesses(this.dataDir), 5000)
-    await removeHostNetworks(this.dataDir)
+    await removeStackNetwork(this.dataDir)
     await cp(this.paths.logDir, join(this.setup.outputDir, 'logs'), { recursive: true }).catch(() => {})
     await rm(this.dataDir, { recursive: true, force: true })
     return code

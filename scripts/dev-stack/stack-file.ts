@@ -3,6 +3,7 @@
  * everything is; the test harness waits for it and reads its URLs and tokens from it.
  */
 import { readFile, rename, rm, writeFile } from 'node:fs/promises'
+import type { StackLan } from './stack-lan.js'
 
 export interface StackInfo {
   /** The one address clients use: the API, or HAProxy in front of its replicas. */
@@ -24,6 +25,8 @@ export interface StackInfo {
   viewerToken: string
   agentToken: string
   hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string, storageDir: string, netns: string }>
+  /** The LAN the hosts are on (stack-lan.ts). */
+  lan: StackLan
   startedAt: string
 }
 

@@ -9,19 +9,20 @@
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the host agents (each in its network namespace, host-network.ts) and the API → wait until the
- * stack is ready (readiness.ts: the agents, the API with the worker behind it, every host active)
- * → the `default` network (default-network.ts) → write run/stack.json and print where everything
- * is. In the cluster shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL →
- * Temporal's databases and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its
- * Web UI (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
+ * the stack's LAN (stack-lan.ts), the host agents (each inside its host's network namespace on
+ * that LAN, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the
+ * agents, the API with the worker behind it, every host active) → the `default` network
+ * (default-network.ts) → write run/stack.json and print where everything is. In the cluster
+ * shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL → Temporal's databases
+ * and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its Web UI
+ * (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
  * vmplane's own migrations.
  *
  * Stop: the clients first (API, worker, agents, the cluster shape's Temporal UI), then Temporal,
  * then PostgreSQL; each gets
  * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
- * left running, with the hosts' networks, like VMs on a real host whose control plane restarts:
- * the next start's agents re-adopt them.
+ * left running, with the hosts' networks and their LAN, like VMs on a real host whose control
+ * plane restarts: the next start's agents re-adopt them.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
@@ -37,7 +38,7 @@ import { ensureHaproxy } from '../tools/haproxy.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
 import { DEFAULT_NETWORK } from '../../api/services/instance-resources.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
-import { ensureHostNetwork, removeHostNetworks } from './host-network.js'
+import { ensureHostNetwork } from './host-network.js'
 import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
@@ -45,6 +46,7 @@ import { ensureDatabase, preparePostgres, waitForPostgres, type PostgresServer }
 import { findVmmProcesses } from './processes.js'
 import { loadOrCreateSecret } from './secrets.js'
 import { removeStackFile, writeStackFile, type StackInfo } from './stack-file.js'
+import { attachHost, ensureStackLan, removeStackNetwork } from './stack-lan.js'
 import { Supervisor, type ComponentSpec } from './supervisor.js'
 import { temporalAddress, temporalSpec, temporalUiUrl, waitForTemporal } from './temporal.js'
 import { HISTORY_SHARDS, prepareClusterServer } from './temporal-cluster.js'
@@ -63,7 +65,8 @@ export class DevStack {
   private readonly workers: Replica[]
   private readonly output: StackOutput
   private readonly supervisor: Supervisor
-  private readonly hosts: HostPlan[]
+  /** Planned once the stack's LAN is up, which gives them their addresses. */
+  private hosts: HostPlan[] = []
   /** Aborted when the stack begins to stop: cuts readiness waits short, forbids new components. */
   private readonly stopping = new AbortController()
   /** Set once this stack holds the data directory: until then, stopping must touch none of it. */
@@ -76,7 +79,6 @@ export class DevStack {
     this.workers = planWorkerReplicas(config)
     this.output = new StackOutput(this.paths.logDir)
     this.supervisor = new Supervisor(this.paths.runDir, this.output)
-    this.hosts = planHosts(config, this.paths)
   }
 
   log (message: string): void {
@@ -128,12 +130,17 @@ export class DevStack {
       agentToken
     }
     for (const worker of this.workers) this.startComponent(workerSpec(context, worker))
+    // What the agents call in the root namespace, across the LAN: Temporal alone.
+    const lan = await ensureStackLan(paths.dataDir, [config.temporalPort])
+    this.log(`the hosts are on ${lan.subnet} (${lan.netns}); the root namespace is ${lan.gateway} on it`)
+    this.hosts = planHosts(config, paths, lan)
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
       await ensureHostNetwork(host.netns)
+      await attachHost(lan, host.netns, host.id, host.address)
       if (hypervisor.simulated) await writeStandInImages(host.imageDir)
       else await mkdir(host.imageDir, { recursive: true })
-      this.startComponent(agentSpec(context, host, hypervisor))
+      this.startComponent(agentSpec(context, host, hypervisor, lan))
     }
     for (const api of this.apis) this.startComponent(apiSpec(context, api))
     if (this.apis.length > 1) await this.startBalancer(baseEnv)
@@ -168,6 +175,7 @@ export class DevStack {
       viewerToken,
       agentToken,
       hosts: this.hosts.map(({ id, url, stateDir, imageDir, storageDir, netns }) => ({ id, url, stateDir, imageDir, storageDir, netns })),
+      lan,
       startedAt: new Date().toISOString()
     }
     this.stopping.signal.throwIfAborted()
@@ -258,7 +266,7 @@ export class DevStack {
         : [],
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
       `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
-      `  hosts        ${info.hosts.map((host) => host.id).join(', ')}`,
+      `  hosts        ${info.hosts.map((host) => `${host.id} (agent ${host.url})`).join(', ')}`,
       `  try:         curl -H "Authorization: Bearer $(cat ${displayPath(this.paths.apiTokenFile)})" ${info.apiUrl}/v1/instances`,
       'Ctrl-C stops the stack (VMs keep running and are re-adopted by the next start).'
     ]
@@ -290,8 +298,8 @@ export class DevStack {
   private finish (): Promise<void> {
     this.finished ??= (async () => {
       const vmms = await findVmmProcesses(this.paths.dataDir)
-      // The hosts' networks stay with the VMMs that use them; with none left, they go.
-      if (vmms.length === 0) await removeHostNetworks(this.paths.dataDir)
+      // The hosts' networks and their LAN stay with the VMMs that use them; with none left, they go.
+      if (vmms.length === 0) await removeStackNetwork(this.paths.dataDir)
       this.log(vmms.length === 0
         ? 'stopped; no VMM is running'
         : `stopped; ${vmms.length} VMM process(es) left running, for the next start to re-adopt`)

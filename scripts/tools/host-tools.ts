@@ -1,18 +1,21 @@
 /**
  * The host agent's tools (host-agent/host-tools.ts: qemu-img, dosfstools, mtools, iproute2,
- * setpriv), installed with apt-get when one is missing. `npm start` and `npm test` call
- * `ensureHostTools()` before anything starts an agent; once they are there, each run only pays for
- * a lookup on PATH.
+ * setpriv) and the dev stack's network's (nftables, scripts/dev-stack/stack-lan.ts), installed
+ * with apt-get when one is missing. `npm start` and `npm test` call `ensureHostTools()` before
+ * anything starts an agent; once they are there, each run only pays for a lookup on PATH.
  */
-import { missingHostTools, withSbin } from '../../host-agent/host-tools.js'
+import { HOST_TOOLS, missingHostTools, withSbin } from '../../host-agent/host-tools.js'
+import { LAN_TOOLS } from '../dev-stack/stack-lan.js'
 import { installDebianPackages } from './debian-packages.js'
+
+const TOOLS = [...HOST_TOOLS, ...LAN_TOOLS]
 
 export async function ensureHostTools (options: { log: (message: string) => void }): Promise<void> {
   const path = withSbin(process.env.PATH ?? '')
-  const missing = await missingHostTools(path)
+  const missing = await missingHostTools(path, TOOLS)
   if (missing.length === 0) return
   const packages = [...new Set(missing.map((tool) => tool.debianPackage))]
-  await installDebianPackages(packages, `the host agent's tools (${missing.map((tool) => tool.command).join(', ')})`, options.log)
-  const still = await missingHostTools(path)
+  await installDebianPackages(packages, `the host agent's and the dev stack's tools (${missing.map((tool) => tool.command).join(', ')})`, options.log)
+  const still = await missingHostTools(path, TOOLS)
   if (still.length > 0) throw new Error(`apt-get installed ${packages.join(' ')}, yet ${still.map((tool) => tool.command).join(', ')} cannot be found`)
 }
