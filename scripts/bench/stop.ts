@@ -1,5 +1,7 @@
 /**
- * `npm run bench:stop [-- --runs N]`: how far past its grace period a stop ends (I1).
+ * `npm run bench:stop [-- --runs N] [--temporal dev|cluster] [--workers N] [--case text]`: how far
+ * past its grace period a stop ends (I1), on the dev shape with one worker unless told otherwise
+ * (the cluster shape runs two), for every case or those whose name contains `text`.
  *
  * For grace periods of 0, 2 and 10 s and each hard case — a guest that ignores the power button,
  * a VMM whose API hangs, one wedged on SIGTERM, a boot that never completes, a host agent or the
@@ -21,8 +23,17 @@ import { ensureTemporalTools } from '../tools/temporal-tools.js'
 import { describeMachine } from './machine.js'
 import { percentile, round } from './stats.js'
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' } } })
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '5' },
+    temporal: { type: 'string', default: 'dev' },
+    workers: { type: 'string' },
+    case: { type: 'string', default: '' }
+  }
+})
 const RUNS = Number(values.runs)
+if (values.temporal !== 'dev' && values.temporal !== 'cluster') throw new Error(`--temporal: dev or cluster, not ${values.temporal}`)
+const SHAPE: 'dev' | 'cluster' = values.temporal
 const GRACES = [0, 2, 10]
 const POLL_MS = 25
 /** How long after the stop requests a case disturbs the stop (kills a component, stops again). */
@@ -63,13 +74,17 @@ const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPOR
 // would answer 429 and hold its figures back by the limit's window.
 const stack = await launchStack({
   outputDir: join(REPO_ROOT, 'test-output', 'bench'),
+  temporal: SHAPE,
+  ...(values.workers === undefined ? {} : { workerReplicas: Number(values.workers) }),
   env: { VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: '1', VMPLANE_API_RATE_LIMIT: '100000000' }
 })
+const workers = Object.keys(stack.info.metricsUrls).filter((component) => component.startsWith('worker')).length
 const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 5000 })
 let serial = 0
 try {
   const results: Record<string, Record<string, { p50Ms: number, p99Ms: number, maxMs: number }>> = {}
-  for (const c of CASES) {
+  console.log(`Temporal: ${SHAPE}; ${workers} worker(s); ${stack.info.apiUrls.length} API(s)`)
+  for (const c of CASES.filter((c) => c.name.includes(values.case))) {
     results[c.name] = {}
     for (const grace of GRACES) {
       const overshoots = await measureCase(c, grace)
@@ -84,7 +99,7 @@ try {
   printTable(results)
   const file = join(REPO_ROOT, 'bench', 'results', `stop-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
   await mkdir(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
-  await writeFile(file, JSON.stringify({ runs: RUNS, overshoot: results, machine: describeMachine(temporal) }, null, 2) + '\n')
+  await writeFile(file, JSON.stringify({ runs: RUNS, temporal: SHAPE, workers, overshoot: results, machine: describeMachine(temporal) }, null, 2) + '\n')
   console.log(`\nwrote ${file}`)
 } finally {
   await stack.stop()
