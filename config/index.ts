@@ -25,6 +25,11 @@ const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v
  */
 const replicas = z.coerce.number().int().min(1).max(8).optional()
 
+/** How many API and worker processes a stack of this shape runs unless told. */
+export function defaultReplicas (shape: 'dev' | 'cluster'): number {
+  return shape === 'cluster' ? 2 : 1
+}
+
 const DEFAULT_TEMPORAL_PORT = 7233
 /** Prometheus' conventional exporter port. */
 const DEFAULT_WORKER_METRICS_PORT = 9464
@@ -304,7 +309,6 @@ export function stackConfig (env: Env = process.env) {
     env
   )
   const temporal = temporalConfig(env)
-  const defaultReplicas = s.VMPLANE_TEMPORAL === 'cluster' ? 2 : 1
   return {
     dataDir: resolve(s.VMPLANE_DATA_DIR),
     hosts: s.VMPLANE_HOSTS,
@@ -334,8 +338,8 @@ export function stackConfig (env: Env = process.env) {
      * the cluster shape, unless given. With more than one API, HAProxy listens on the API port and
      * replica i on the API port + i; worker i serves metrics on the worker metrics port + i - 1.
      */
-    apiReplicas: s.VMPLANE_API_REPLICAS ?? defaultReplicas,
-    workerReplicas: s.VMPLANE_WORKER_REPLICAS ?? defaultReplicas,
+    apiReplicas: s.VMPLANE_API_REPLICAS ?? defaultReplicas(s.VMPLANE_TEMPORAL),
+    workerReplicas: s.VMPLANE_WORKER_REPLICAS ?? defaultReplicas(s.VMPLANE_TEMPORAL),
     databaseUrl: s.DATABASE_URL ?? null,
     temporalCli: s.TEMPORAL_CLI ?? null,
     apiToken: s.VMPLANE_API_TOKEN ?? null,

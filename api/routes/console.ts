@@ -108,14 +108,9 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 }
 
-/** Bytes both ways between the client and the agent; what the client sent before the agent's socket opened waits for it. */
+/** Bytes both ways between the client and the agent; what the client sent before the agent's socket opened is held until then. */
 function relay (client: WebSocket, input: (sink: MessageSink) => void, agent: WebSocket): void {
-  const early: Buffer[] = []
-  input((data) => {
-    if (agent.readyState === WebSocket.OPEN) agent.send(data)
-    else early.push(data)
-  })
-  agent.on('open', () => { for (const data of early.splice(0)) agent.send(data) })
+  agent.on('open', () => { input((data) => { agent.send(data) }) })
   agent.on('message', (data: Buffer) => { client.send(data) })
   agent.on('close', (code, reason) => { client.close(code >= 4000 ? code : 1000, reason.toString()) })
   agent.on('unexpected-response', (_request, response) => { client.close(4000 + (response.statusCode ?? 502), 'the host agent refused the console') })

@@ -13,7 +13,7 @@ import { createWriteStream, readFileSync } from 'node:fs'
 import { chmod, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
-import { TEMPORAL_CLUSTER_PORTS } from '../../config/index.js'
+import { TEMPORAL_CLUSTER_PORTS, defaultReplicas } from '../../config/index.js'
 import { stackPaths, type StackPaths } from '../../scripts/dev-stack/data-dir.js'
 import { readPidFile, readPidFiles } from '../../scripts/dev-stack/pid-files.js'
 import { findVmmProcesses, isRunning, signalProcess, terminate } from '../../scripts/dev-stack/processes.js'
@@ -63,8 +63,8 @@ export async function launchStack (options: StackOptions): Promise<LaunchedStack
   await chmod(dataDir, 0o755)
   const hosts = options.hosts ?? 2
   const temporal = options.temporal ?? 'dev'
-  const apiReplicas = options.apiReplicas ?? (temporal === 'cluster' ? 2 : 1)
-  const workerReplicas = options.workerReplicas ?? (temporal === 'cluster' ? 2 : 1)
+  const apiReplicas = options.apiReplicas ?? defaultReplicas(temporal)
+  const workerReplicas = options.workerReplicas ?? defaultReplicas(temporal)
   const temporalPort = await freePorts(1)
   const temporalUiPort = await freePorts(1)
   const pgPort = await freePorts(1)
