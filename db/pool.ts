@@ -19,6 +19,10 @@ export function createPool (databaseUrl: string, max = 10): pg.Pool {
   // A connection that dies while idle (PostgreSQL restarted) is dropped from the pool; the
   // next query opens a new one. Without a listener the error would crash the process.
   pool.on('error', () => {})
+  // One that dies while checked out, between its queries (a transaction awaiting Temporal, say),
+  // has no pool listener: its error is the next query's, and the pool drops it when released.
+  // The crash campaign's PostgreSQL restarts ended both API replicas at once without this.
+  pool.on('connect', (client) => { client.on('error', () => {}) })
   return pool
 }
 

@@ -6,12 +6,13 @@
  */
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker'
 import type { WorkerConfig } from '../config/index.js'
-import { createPool } from '../db/pool.js'
+import { createPool, type Pool } from '../db/pool.js'
 import { createActivities } from '../activities/index.js'
 import type { Logger } from '../log/logger.js'
 import { heartbeatWhileRunning } from './activity-heartbeats.js'
 import { ensureReconcileSchedule } from './reconcile-schedule.js'
 import { WORKER_TUNING } from './tuning.js'
+import { untilDone } from './until-done.js'
 import { WORKFLOW_BUNDLE_PATH } from './workflow-bundle.js'
 
 const TEMPORAL_LOG_LEVELS: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
@@ -37,6 +38,23 @@ function installRuntime (logger: Logger, metricsAddress: string): void {
 export async function runWorker (config: WorkerConfig, logger: Logger): Promise<void> {
   installRuntime(logger, config.metricsAddress)
   const pool = createPool(config.databaseUrl)
+  try {
+    // Temporal may be restarting as this worker starts: waited for, not a crash.
+    const { connection, worker } = await untilDone('connect to Temporal and make the worker', async () => await connectedWorker(config, pool), logger)
+    try {
+      await ensureReconcileSchedule(config, logger)
+      logger.info({ taskQueue: config.temporal.taskQueue, address: config.temporal.address }, 'worker polling')
+      await worker.run()
+    } finally {
+      await connection.close()
+    }
+  } finally {
+    await pool.end()
+  }
+}
+
+/** A connection to Temporal and the worker on it (whose making asks Temporal about the namespace). */
+async function connectedWorker (config: WorkerConfig, pool: Pool): Promise<{ connection: NativeConnection, worker: Worker }> {
   const connection = await NativeConnection.connect({ address: config.temporal.address })
   try {
     const worker = await Worker.create({
@@ -63,11 +81,9 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
         }
       })
     })
-    await ensureReconcileSchedule(config, logger)
-    logger.info({ taskQueue: config.temporal.taskQueue, address: config.temporal.address }, 'worker polling')
-    await worker.run()
-  } finally {
+    return { connection, worker }
+  } catch (err) {
     await connection.close()
-    await pool.end()
+    throw err
   }
 }

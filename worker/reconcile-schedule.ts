@@ -3,28 +3,16 @@
  * one of them is enough; the rest find it). A pass that would overlap a running one is skipped.
  *
  * A failure to do so (Temporal busy, a call that timed out while the worker was paused) is tried
- * again, backing off, rather than ending the worker: a worker that exits at start comes back to
- * the same call, and its supervisor's log then shows a crash where there was only weather.
+ * again, backing off, rather than ending the worker (until-done.ts).
  */
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client'
 import type { WorkerConfig } from '../config/index.js'
 import type { Logger } from '../log/logger.js'
 import { RECONCILE_SCHEDULE_ID, WORKFLOW_TYPES } from '../workflows/definitions.js'
-
-const FIRST_RETRY_MS = 500
-const MAX_RETRY_MS = 15_000
+import { untilDone } from './until-done.js'
 
 export async function ensureReconcileSchedule (config: WorkerConfig, logger: Logger): Promise<void> {
-  for (let delayMs = FIRST_RETRY_MS; ; delayMs = Math.min(2 * delayMs, MAX_RETRY_MS)) {
-    try {
-      await makeOrUpdateSchedule(config, logger)
-      return
-    } catch (err) {
-      logger.warn({ err }, `could not make or update the reconciler schedule; trying again in ${delayMs / 1000} s`)
-      await sleep(delayMs)
-    }
-  }
+  await untilDone('make or update the reconciler schedule', async () => { await makeOrUpdateSchedule(config, logger) }, logger)
 }
 
 async function makeOrUpdateSchedule (config: WorkerConfig, logger: Logger): Promise<void> {

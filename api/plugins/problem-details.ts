@@ -42,6 +42,22 @@ export class ApiProblem extends Error {
   }
 }
 
+/** PostgreSQL shutting down, crashed, or not yet accepting connections (class 57, operator intervention). */
+const POSTGRES_RESTARTING = new Set(['57P01', '57P02', '57P03'])
+const GRPC_UNAVAILABLE = 14
+
+/**
+ * PostgreSQL or Temporal unreachable, restarting or not up yet: the caller's to retry shortly
+ * (503), not our bug (500).
+ */
+export function isDependencyUnavailable (err: unknown): boolean {
+  const { code, message } = err as { code?: unknown, message?: unknown }
+  return code === GRPC_UNAVAILABLE || code === 'ECONNREFUSED' || code === 'ECONNRESET' ||
+    (typeof code === 'string' && POSTGRES_RESTARTING.has(code)) ||
+    // What pg says of a query in flight when its server process dies, and of one sent after.
+    message === 'Connection terminated unexpectedly' || message === 'Client has encountered a connection error and is not queryable'
+}
+
 function send (reply: FastifyReply, request: FastifyRequest, problem: ApiProblem): FastifyReply {
   return reply
     .code(problem.status)
@@ -58,6 +74,7 @@ function send (reply: FastifyReply, request: FastifyRequest, problem: ApiProblem
 
 function toProblem (err: FastifyError): ApiProblem {
   if (err instanceof ApiProblem) return err
+  if (isDependencyUnavailable(err)) return new ApiProblem(503, 'Service Unavailable', 'a service vmplane depends on is unreachable; retry shortly')
   if (hasZodFastifySchemaValidationErrors(err)) {
     // Fastify names the query string `querystring`; people call it the query.
     const where = err.validationContext === 'querystring' ? 'query' : err.validationContext
@@ -87,7 +104,8 @@ export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
     const problem = toProblem(err)
     // Our own 503s (not ready, a dependency down) say what is wrong; anything else is a bug.
-    if (problem.status >= 500 && !(err instanceof ApiProblem)) request.log.error({ err }, 'request failed')
+    if (isDependencyUnavailable(err)) request.log.warn({ err }, 'request failed: a dependency is unreachable')
+    else if (problem.status >= 500 && !(err instanceof ApiProblem)) request.log.error({ err }, 'request failed')
     return send(reply, request, problem)
   })
   fastify.setNotFoundHandler((request, reply) =>

@@ -68,15 +68,6 @@ interface Dependencies {
   defaultStopGraceSeconds: number
 }
 
-/** Temporal and PostgreSQL being down are the caller's to retry, not our bug. */
-function unavailable (err: unknown): never {
-  const code = (err as { code?: unknown }).code
-  if (code === 14 || code === 'ECONNREFUSED' || code === '57P01') {
-    throw new ApiProblem(503, 'Service Unavailable', 'a service vmplane depends on is unreachable; retry shortly')
-  }
-  throw err
-}
-
 export function createInstanceRequests (deps: Dependencies) {
   const { db, temporal, repository } = deps
 
@@ -91,7 +82,7 @@ export function createInstanceRequests (deps: Dependencies) {
   }
 
   async function existing (id: string): Promise<InstanceView> {
-    const instance = await repository.find(id).catch(unavailable)
+    const instance = await repository.find(id)
     if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${id} does not exist`)
     return instance
   }
@@ -101,7 +92,7 @@ export function createInstanceRequests (deps: Dependencies) {
    * its operation (the answer was lost): the same operation, accepted again.
    */
   async function alreadyAccepted (request: OperationRequest): Promise<Accepted | null> {
-    const operation = await repository.findOperation(request.operationId).catch(unavailable)
+    const operation = await repository.findOperation(request.operationId)
     return operation === null ? null : await accepted(request)
   }
 
@@ -124,16 +115,16 @@ export function createInstanceRequests (deps: Dependencies) {
     try {
       runId = (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
     } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) unavailable(err)
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err
       const current = await existing(instance.id)
       if (current.operation !== null) throw conflict(current, 'another operation is in flight')
       runId = (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], {
         ...options,
         signal: operationRequestedSignal,
         signalArgs: [request]
-      }).catch(unavailable)).signaledRunId
+      })).signaledRunId
     }
-    await insertOperation(db, request, runId).catch(unavailable)
+    await insertOperation(db, request, runId)
     return await accepted(request)
   }
 
@@ -142,13 +133,9 @@ export function createInstanceRequests (deps: Dependencies) {
       ...startOptions(request, instance),
       signal: haltRequestedSignal,
       signalArgs: [request]
-    }).catch(unavailable)
-    await insertOperation(db, request, handle.signaledRunId).catch(unavailable)
+    })
+    await insertOperation(db, request, handle.signaledRunId)
     return await accepted(request)
-  }
-
-  async function checkTarget (hostId: string, instance: InstanceView): Promise<void> {
-    await checkTargetHost(db, hostId, instance).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
   }
 
   function base (instanceId: string, newId: NewId) {
@@ -159,10 +146,10 @@ export function createInstanceRequests (deps: Dependencies) {
     async create (input: CreateInput, newId: NewId): Promise<Accepted> {
       const instanceId = newId('instance')
       // A retry with the key of a create that went through finds the instance it made.
-      if (await repository.find(instanceId).catch(unavailable) !== null) {
+      if (await repository.find(instanceId) !== null) {
         return await accepted(base(instanceId, newId))
       }
-      const resources = await resolveResources(db, input, newId).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
+      const resources = await resolveResources(db, input, newId)
       const instance: NewInstance = {
         name: input.name,
         vcpus: input.vcpus,
@@ -180,7 +167,7 @@ export function createInstanceRequests (deps: Dependencies) {
         const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, { name: input.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' })
         crashPoint('create.after-workflow-start')
         await insertOperation(tx, request, handle.firstExecutionRunId)
-      }).catch((err: unknown) => err instanceof ApiProblem ? Promise.reject(err) : unavailable(err))
+      })
       return await accepted(request)
     },
 
@@ -201,7 +188,7 @@ export function createInstanceRequests (deps: Dependencies) {
       const request = { ...base(id, newId), kind: 'migrate' as const, ...(targetHostId === undefined ? {} : { targetHostId }) }
       const done = await alreadyAccepted(request) ?? judge('migrate', instance)
       if (done !== null) return done
-      if (targetHostId !== undefined) await checkTarget(targetHostId, instance)
+      if (targetHostId !== undefined) await checkTargetHost(db, targetHostId, instance)
       return await startOperation(request, instance)
     },
 
@@ -213,7 +200,7 @@ export function createInstanceRequests (deps: Dependencies) {
       const instance = await existing(id)
       const migration = migrationId === undefined
         ? instance.migration
-        : await repository.findMigration(id, migrationId).catch(unavailable)
+        : await repository.findMigration(id, migrationId)
       if (migration === null) {
         throw migrationId === undefined
           ? conflict(instance, 'no migration is in progress')
@@ -226,7 +213,7 @@ export function createInstanceRequests (deps: Dependencies) {
         await temporal.workflow.getHandle(instanceWorkflowId(id)).signal(cancelMigrationSignal, { migrationId: migration.id, requestedBy })
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) throw conflict(await existing(id), `migration ${migration.id} has ended`)
-        unavailable(err)
+        throw err
       }
       return { ...await accepted({ instanceId: id, operationId: migration.id }), message: 'cancel requested: the migration ends cancelled unless its target already has the VM' }
     },

@@ -1,13 +1,14 @@
 /**
- * `npm run campaign [-- --instances N --concurrency C --crashes K | --full]`: the crash campaign
- * (scripts/campaign/campaign.ts) on a stack of its own with 4 hosts. The default size is CI's;
+ * `npm run campaign [-- --instances N --concurrency C --crashes K | --full] [--cluster]`: the crash
+ * campaign (scripts/campaign/campaign.ts) on a stack of its own with 4 hosts, of the dev shape or,
+ * with `--cluster`, of the cluster shape (its strikes `CLUSTER_STRIKES`). The default size is CI's;
  * `--full` is the 4,000-instance run whose report the README shows. Prints the report, writes
  * bench/results/campaign-<time>.json, and exits non-zero if any count is not 0.
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { CAMPAIGN_STACK_ENV, runCampaign, type CampaignReport, type InvariantCounts } from '../campaign/campaign.js'
+import { CAMPAIGN_STACK_ENV, CLUSTER_STRIKES, DEV_STRIKES, runCampaign, type CampaignReport, type InvariantCounts } from '../campaign/campaign.js'
 import { launchStack } from '../dev-stack/launcher.js'
 import { REPO_ROOT } from '../tools/paths.js'
 import { ensureTemporalTools } from '../tools/temporal-tools.js'
@@ -18,7 +19,8 @@ const { values } = parseArgs({
     full: { type: 'boolean', default: false },
     instances: { type: 'string' },
     concurrency: { type: 'string' },
-    crashes: { type: 'string' }
+    crashes: { type: 'string' },
+    cluster: { type: 'boolean', default: false }
   }
 })
 const size = values.full ? { instances: 4000, concurrency: 50, crashes: 5 } : { instances: 40, concurrency: 10, crashes: 2 }
@@ -27,12 +29,13 @@ const concurrency = positive('concurrency', values.concurrency ?? size.concurren
 const crashes = positive('crashes', values.crashes ?? size.crashes)
 
 const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log: console.log })
-const stack = await launchStack({ outputDir: join(REPO_ROOT, 'test-output', 'campaign'), hosts: 4, env: CAMPAIGN_STACK_ENV })
+const stack = await launchStack({ outputDir: join(REPO_ROOT, 'test-output', 'campaign'), hosts: 4, temporal: values.cluster ? 'cluster' : 'dev', env: CAMPAIGN_STACK_ENV })
 let report: CampaignReport
 try {
   report = await runCampaign(stack, {
     instances,
     concurrency,
+    strikes: values.cluster ? CLUSTER_STRIKES : DEV_STRIKES,
     crashesPerPhase: crashes,
     freezesPerPhase: 1,
     convergeTimeoutMs: 180_000,

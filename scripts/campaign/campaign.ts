@@ -2,10 +2,13 @@
  * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances, each
  * with a boot disk, a data disk, an interface and cloud-init, created and started across the
  * stack's hosts through the HTTP API with bounded concurrency, then all stopped, then all deleted;
- * during each phase the worker and a host agent are SIGKILLed at random moments, several times,
- * and the dev stack restarts them (in the create phase they are also killed at the agents' device
- * points: a disk or a TAP just made); and the worker is frozen for
- * longer than the workflow task timeout, so that tasks it held time out and run again. The client is a careful one:
+ * during each phase the components its strikes name are SIGKILLed at random moments, several
+ * times, and the dev stack restarts them: on the dev shape the worker and a host agent
+ * (`DEV_STRIKES`), on the cluster shape a worker replica, an API replica and Temporal's server, and
+ * PostgreSQL killed and cleanly restarted once a phase (`CLUSTER_STRIKES`). In the create phase the
+ * worker and an agent are also killed at the agents' device points (a disk or a TAP just made);
+ * and the worker is frozen for longer than the workflow task timeout, so that tasks it held time
+ * out and run again. The client is a careful one:
  * every request carries an Idempotency-Key and is retried with it while the API cannot answer,
  * and the concurrency bounds operations, not requests: a slot is free again once its instance's
  * operation has ended (the API answers 202 at once; without this bound the campaign would only
@@ -21,7 +24,7 @@
  * operator resets it (target 0 too).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import pg from 'pg'
+import { createPool, type Pool } from '../../db/pool.js'
 import { checkInvariants, violationsOf, type InvariantReport } from '../dev-stack/invariants.js'
 import type { CrashPlan } from '../../faults/crash-points.js'
 import { armCrashPlan, crashPlanArmed, disarmCrashPlan } from '../dev-stack/crash-plans.js'
@@ -29,19 +32,58 @@ import { STAND_IN_BASE_IMAGE } from '../dev-stack/hypervisor.js'
 import type { ComponentName, LaunchedStack } from '../dev-stack/launcher.js'
 import { replayExecutions } from '../dev-stack/replay-executions.js'
 import { sendUntilAnswered } from '../dev-stack/retrying-client.js'
+import type { StackInfo } from '../dev-stack/stack-file.js'
 import { waitFor } from '../dev-stack/wait.js'
 
 export interface CampaignOptions {
   instances: number
   /** Requests in flight at once. */
   concurrency: number
-  /** SIGKILLs of the worker, and as many of a host agent, in each phase. */
+  /** What each crash round strikes, and what is struck once a phase. */
+  strikes: readonly StrikeKind[]
+  /** Crash rounds in each phase: one strike of each `round` kind. */
   crashesPerPhase: number
   /** Freezes of the worker (SIGSTOP, then SIGCONT after `FREEZE_MS`) in each phase. */
   freezesPerPhase: number
   /** How long a phase may take to converge once its operations have ended. */
   convergeTimeoutMs: number
   log: (line: string) => void
+}
+
+/**
+ * A kind of strike: a signal to one of the components `among` names, picked at random at each
+ * strike, in every crash round or once a phase. The signal ends the process and the stack's
+ * supervisor starts another.
+ */
+export interface StrikeKind {
+  among: (info: StackInfo) => ComponentName[]
+  every: 'round' | 'phase'
+  /** SIGKILL, a crash; SIGINT asks PostgreSQL for a fast shutdown, a clean restart. */
+  signal: 'SIGKILL' | 'SIGINT'
+}
+
+/** The dev shape's: the worker and a host agent, in every round. */
+export const DEV_STRIKES: readonly StrikeKind[] = [
+  { among: () => ['worker'], every: 'round', signal: 'SIGKILL' },
+  { among: (info) => info.hosts.map((host) => `agent-${host.id}`), every: 'round', signal: 'SIGKILL' }
+]
+
+/**
+ * The cluster shape's: a worker replica, an API replica and Temporal's server in every round;
+ * PostgreSQL, which all of them stand on, killed once a phase and restarted cleanly once a phase.
+ */
+export const CLUSTER_STRIKES: readonly StrikeKind[] = [
+  { among: replicasOf('worker'), every: 'round', signal: 'SIGKILL' },
+  { among: replicasOf('api'), every: 'round', signal: 'SIGKILL' },
+  { among: () => ['temporal'], every: 'round', signal: 'SIGKILL' },
+  { among: () => ['postgres'], every: 'phase', signal: 'SIGKILL' },
+  { among: () => ['postgres'], every: 'phase', signal: 'SIGINT' }
+]
+
+/** `worker`, `worker-2`, …: the replicas of a component, as the stack's metrics name them. */
+function replicasOf (component: 'worker' | 'api'): (info: StackInfo) => ComponentName[] {
+  const replica = new RegExp(`^${component}(-\\d+)?$`)
+  return (info) => Object.keys(info.metricsUrls).filter((name) => replica.test(name))
 }
 
 /** The stack settings the campaign runs with: room for every instance, a brisk reconciler. */
@@ -91,8 +133,8 @@ export interface CampaignReport {
   replayed: number
   notReplaying: string[]
   /**
-   * Worker and agent processes that ended without the campaign killing them (a crash of their
-   * own), with the last lines of the component's log: target none.
+   * Components' processes that ended without the campaign ending them (a crash of their own), with
+   * the last lines of the component's log: target none.
    */
   unexpectedExits: string[]
   violations: string[]
@@ -110,8 +152,8 @@ interface Phase {
 }
 
 export async function runCampaign (stack: LaunchedStack, options: CampaignOptions): Promise<CampaignReport> {
-  const db = new pg.Client({ connectionString: stack.info.databaseUrl })
-  await db.connect()
+  // A pool, not a client: a connection PostgreSQL's restart ends is replaced by the next query.
+  const db = createPool(stack.info.databaseUrl, 2)
   const began = new Date()
   const ids: string[] = []
   let retries = 0
@@ -214,8 +256,8 @@ class OperationWatch {
   private readonly timer: NodeJS.Timeout
   private polling = false
 
-  constructor (private readonly db: pg.Client) {
-    // A failed poll (PostgreSQL busy) is simply tried again at the next tick.
+  constructor (private readonly db: Pool) {
+    // A failed poll (PostgreSQL busy or restarting) is simply tried again at the next tick.
     this.timer = setInterval(() => { this.poll().catch(() => {}) }, 200)
   }
 
@@ -254,6 +296,12 @@ class OperationWatch {
   }
 }
 
+/** A component to signal, and the signal. */
+interface Victim {
+  component: ComponentName
+  signal: StrikeKind['signal'] | 'SIGSTOP'
+}
+
 /** A freeze of the worker, longer than a workflow task's timeout (3 s): its tasks time out and run again. */
 const FROZEN_WORKER = 'worker frozen'
 const FREEZE_MS = 5000
@@ -290,23 +338,25 @@ async function killAtDevicePoints (stack: LaunchedStack, sent: () => boolean, ki
 }
 
 /**
- * Sends the phase's requests, `concurrency` at a time; kills the worker and a host agent, and
- * freezes the worker, when the count of answered requests crosses random thresholds. Returns what it killed, and when;
- * adds each component it killed to `killed`.
+ * Sends the phase's requests, `concurrency` at a time; strikes (`options.strikes`), and freezes the
+ * worker, when the count of answered requests crosses random thresholds. Returns what it struck,
+ * and when; adds each component it ended to `killed`.
  */
 async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOptions, killed: string[]): Promise<string[]> {
-  const victims = [
-    ...Array.from({ length: options.crashesPerPhase }, () => ['worker', `agent-${pick(stack.info.hosts).id}`]).flat(),
-    ...Array.from({ length: options.freezesPerPhase }, () => FROZEN_WORKER)
+  const strike = (kind: StrikeKind): Victim => ({ component: pick(kind.among(stack.info)), signal: kind.signal })
+  const victims: Victim[] = [
+    ...Array.from({ length: options.crashesPerPhase }, () => options.strikes.filter((kind) => kind.every === 'round').map(strike)).flat(),
+    ...options.strikes.filter((kind) => kind.every === 'phase').map(strike),
+    ...Array.from({ length: options.freezesPerPhase }, () => ({ component: FROZEN_WORKER, signal: 'SIGSTOP' as const }))
   ]
   const plan = victims
-    .map((component) => ({ component, at: Math.floor((0.05 + 0.9 * Math.random()) * options.instances) }))
+    .map((victim) => ({ victim, at: Math.floor((0.05 + 0.9 * Math.random()) * options.instances) }))
     .sort((a, b) => a.at - b.at)
   const kills: string[] = []
   // Kills run one after another: two slots crossing thresholds together must not both signal
   // the same process before the supervisor has replaced it.
   let killing = Promise.resolve()
-  const killNext = async (component: string, answered: number): Promise<void> => {
+  const killNext = async ({ component, signal }: Victim, answered: number): Promise<void> => {
     // A component is killed only while it runs: one killed a moment ago is killed again once its
     // successor runs (one down for any other reason shows in the report's unexpected exits).
     if (component === FROZEN_WORKER) {
@@ -319,10 +369,10 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
       return
     }
     await stack.waitForRestart(component)
-    const pid = await stack.kill(component)
+    const pid = await stack.kill(component, signal)
     killed.push(component)
-    kills.push(`${component} (pid ${pid}) after ${answered} requests`)
-    options.log(`${phase.name}: SIGKILL ${component} after ${answered} of ${options.instances} requests`)
+    kills.push(`${component} (pid ${pid}${signal === 'SIGKILL' ? '' : `, ${signal}`}) after ${answered} requests`)
+    options.log(`${phase.name}: ${signal} ${component} after ${answered} of ${options.instances} requests`)
   }
   let next = 0
   let answered = 0
@@ -332,9 +382,9 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
       await phase.send(index)
       answered++
       while (plan.length > 0 && plan[0]!.at <= answered) {
-        const { component } = plan.shift()!
+        const { victim } = plan.shift()!
         const at = answered
-        killing = killing.then(async () => await killNext(component, at))
+        killing = killing.then(async () => await killNext(victim, at))
         await killing
       }
     }
@@ -347,7 +397,7 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
  * Waits until every campaign instance is at `target` with no operation in flight; false if that
  * has not happened within the timeout (the invariants then count what is not).
  */
-async function convergence (db: pg.Client, target: string, options: CampaignOptions): Promise<boolean> {
+async function convergence (db: Pool, target: string, options: CampaignOptions): Promise<boolean> {
   let last = ''
   return await waitFor(`every instance ${target}`, async () => {
     const { rows } = await db.query(
@@ -370,7 +420,7 @@ async function settledInvariants (stack: LaunchedStack): Promise<InvariantReport
   return await checkInvariants(stack.info)
 }
 
-async function reconcilePass (stack: LaunchedStack, db: pg.Client): Promise<void> {
+async function reconcilePass (stack: LaunchedStack, db: Pool): Promise<void> {
   const since = new Date()
   // Sent again until the API answers, should a component be restarting.
   await sendUntilAnswered(stack, 'POST', '/v1/admin/reconcile')
@@ -380,7 +430,7 @@ async function reconcilePass (stack: LaunchedStack, db: pg.Client): Promise<void
   }, { timeoutMs: 120_000, intervalMs: 500 })
 }
 
-async function reconcilerActionsSince (db: pg.Client, since: Date): Promise<Record<string, number>> {
+async function reconcilerActionsSince (db: Pool, since: Date): Promise<Record<string, number>> {
   const { rows } = await db.query(
     `SELECT kind, sum(value::int)::int AS n FROM reconcile_passes, jsonb_each_text(counts) AS c(kind, value)
       WHERE started_at >= $1 AND kind <> 'hostsChecked' GROUP BY kind ORDER BY kind`,
@@ -390,14 +440,13 @@ async function reconcilerActionsSince (db: pg.Client, since: Date): Promise<Reco
 }
 
 /**
- * The exits of the worker and the agents beyond the campaign's own kills, each component's with
- * its supervisor's notes and, for each exit the campaign's SIGKILL does not explain, the lines
- * its process wrote last.
+ * The exits of every component (whatever the stack's shape: PostgreSQL, Temporal, each replica,
+ * HAProxy, the agents) beyond the campaign's own kills, each component's with its supervisor's
+ * notes and, for each exit a SIGKILL does not explain, the lines its process wrote last.
  */
 async function exitsNotKilled (stack: LaunchedStack, killed: string[]): Promise<string[]> {
-  const components = ['worker', ...stack.info.hosts.map((host) => `agent-${host.id}`)]
   const found: string[] = []
-  for (const component of components) {
+  for (const component of await stack.components()) {
     const exits = await stack.exitsOf(component)
     const kills = killed.filter((name) => name === component).length
     if (exits.length <= kills) continue

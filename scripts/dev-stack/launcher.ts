@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream, readFileSync } from 'node:fs'
-import { chmod, cp, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
+import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
 import { TEMPORAL_CLUSTER_PORTS, defaultReplicas } from '../../config/index.js'
@@ -29,6 +29,10 @@ const DEFAULT_READY_TIMEOUT_MS = 240_000
 /** Longer than the stack's own stop: 10 s per stage, three stages. */
 const STOP_TIMEOUT_MS = 60_000
 const TAIL_LINES = 60
+/** A supervisor's note that a component's process ended (supervisor.ts, output.ts). */
+const SUPERVISOR_EXIT_NOTE = /^--- \S+ exited with /
+/** The stack's own lines, beside its components' logs. */
+const STACK_LOG = 'stack'
 
 export interface StackOptions {
   /** Where the stack's output and logs are kept, in a folder named after its data directory. */
@@ -192,8 +196,15 @@ export class LaunchedStack {
    */
   async exitsOf (component: ComponentName, linesBefore = 20): Promise<Array<{ note: string, before: string[] }>> {
     const log = await this.logLines(component)
+    // The supervisor's notes only: PostgreSQL logs its own children's exits in the same words.
     return log.flatMap((line, index) =>
-      line.includes(' exited with ') ? [{ note: line, before: log.slice(Math.max(0, index - linesBefore), index) }] : [])
+      SUPERVISOR_EXIT_NOTE.test(line) ? [{ note: line, before: log.slice(Math.max(0, index - linesBefore), index) }] : [])
+  }
+
+  /** Every component the stack has run, whatever its shape: each has a log of its own. */
+  async components (): Promise<ComponentName[]> {
+    const files = await readdir(this.paths.logDir).catch(() => [])
+    return files.filter((file) => file.endsWith('.log')).map((file) => file.slice(0, -'.log'.length)).filter((name) => name !== STACK_LOG)
   }
 
   /** Every line of a component's log: its output and its supervisor's notes. */

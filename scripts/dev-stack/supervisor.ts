@@ -24,6 +24,13 @@ export interface ComponentSpec {
   gid?: number
   /** How to ask it to stop; PostgreSQL wants SIGINT (fast shutdown: SIGTERM waits for clients). */
   stopSignal?: NodeJS.Signals
+  /**
+   * Waited for before each restart: a component it cannot start without (PostgreSQL, for
+   * Temporal's server), which the stack's first start waits for in its order. Started without
+   * it, the component exits at once, and its log shows a crash where there was only a restart.
+   * A wait that fails (it timed out) starts the component anyway.
+   */
+  restartsAfter?: (signal: AbortSignal) => Promise<void>
 }
 
 // Quick the first time, as service managers are: a stop in flight waits for a killed worker.
@@ -46,6 +53,8 @@ class SupervisedProcess {
   private lastDelayMs: number | null = null
   private restartTimer: NodeJS.Timeout | null = null
   private stopping = false
+  /** Aborted by a stop: ends a wait for `restartsAfter`. */
+  private readonly stopped = new AbortController()
 
   constructor (
     readonly spec: ComponentSpec,
@@ -101,13 +110,22 @@ class SupervisedProcess {
     this.output.note(`exited with ${how} after ${formatSeconds(uptimeMs)}; restarting in ${formatSeconds(delayMs)}`)
     this.restartTimer = setTimeout(() => {
       this.restartTimer = null
-      this.start()
+      this.restart().catch(() => {})
     }, delayMs)
+  }
+
+  private async restart (): Promise<void> {
+    if (this.spec.restartsAfter !== undefined) {
+      this.output.note('waiting for what it needs to start')
+      await this.spec.restartsAfter(this.stopped.signal).catch(() => {})
+    }
+    if (!this.stopping) this.start()
   }
 
   /** Asks the process to stop, kills it if it has not after STOP_TIMEOUT_MS; no more restarts. */
   async stop (): Promise<void> {
     this.stopping = true
+    this.stopped.abort()
     if (this.restartTimer !== null) clearTimeout(this.restartTimer)
     const child = this.child
     if (child === null) return
@@ -123,6 +141,7 @@ class SupervisedProcess {
   /** Kills the process now; no more restarts. */
   async kill (): Promise<void> {
     this.stopping = true
+    this.stopped.abort()
     if (this.restartTimer !== null) clearTimeout(this.restartTimer)
     this.child?.kill('SIGKILL')
     await this.exited

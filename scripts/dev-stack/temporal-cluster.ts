@@ -20,7 +20,7 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import type { StackConfig } from '../../config/index.js'
 import type { StackPaths } from './data-dir.js'
-import type { PostgresServer } from './postgres.js'
+import { waitForPostgres, type PostgresServer } from './postgres.js'
 import type { ComponentSpec } from './supervisor.js'
 import { DYNAMIC_CONFIG_FILE, temporalAddress } from './temporal.js'
 import { SQL_PLUGIN, TEMPORAL_DATABASES, TEMPORAL_DB_ROLE } from './temporal-schemas.js'
@@ -28,6 +28,8 @@ import { SQL_PLUGIN, TEMPORAL_DATABASES, TEMPORAL_DB_ROLE } from './temporal-sch
 /** Fixed for the life of the databases: the server refuses to start on a different count. */
 export const HISTORY_SHARDS = 16
 const CLUSTER_NAME = 'active'
+/** How long a restart of the server waits for PostgreSQL before starting it anyway. */
+const POSTGRES_WAIT_MS = 60_000
 
 export interface ClusterSetup {
   server: string
@@ -40,7 +42,7 @@ export interface ClusterSetup {
 
 /** Writes the server's configuration and returns how to run it. */
 export async function prepareClusterServer (setup: ClusterSetup): Promise<ComponentSpec> {
-  return await configuredComponent({
+  const spec = await configuredComponent({
     name: 'temporal',
     command: setup.server,
     configName: 'cluster',
@@ -49,6 +51,11 @@ export async function prepareClusterServer (setup: ClusterSetup): Promise<Compon
     paths: setup.paths,
     env: setup.env
   })
+  // The server reads its schema's version at start and exits if PostgreSQL cannot answer.
+  return {
+    ...spec,
+    restartsAfter: async (signal) => { await waitForPostgres(setup.postgres.adminUrl, { timeoutMs: POSTGRES_WAIT_MS, intervalMs: 200, signal }) }
+  }
 }
 
 /**
