@@ -13,8 +13,13 @@
  * - Waits: `?wait=` holds an answer up to 300 s, so the server and client timeouts are longer.
  *   A WebSocket (the serial console) is a tunnel once upgraded, open up to an hour of silence.
  * - Balance: the replica with the fewest requests in progress, since held waits make some long.
+ * - Idle connections: HAProxy passes on the API's `Keep-Alive: timeout=72`, so clients reuse an
+ *   idle connection for that long. HAProxy keeps one longer than that: closing it sooner (its
+ *   default is `timeout http-request`, 10 s) races a client's next request on it, which then
+ *   fails with nothing sent ("fetch failed": 5 of 100 operations in one cluster benchmark).
  */
 import { writeFile } from 'node:fs/promises'
+import { API_KEEP_ALIVE_SECONDS } from '../../api/server.js'
 import { LIMITS } from '../../domain/limits.js'
 import type { Replica } from './components.js'
 import type { ComponentSpec } from './supervisor.js'
@@ -52,6 +57,7 @@ defaults
   option dontlog-normal
   timeout connect 1s
   timeout http-request 10s
+  timeout http-keep-alive ${API_KEEP_ALIVE_SECONDS + 5}s
   timeout client ${HELD_ANSWER_SECONDS}s
   timeout server ${HELD_ANSWER_SECONDS}s
   timeout tunnel 1h

@@ -5,6 +5,7 @@
  * clients a retry, and a worker killed mid-operation costs the operation a few seconds.
  */
 import assert from 'node:assert/strict'
+import { Agent, get } from 'node:http'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, Connection } from '@temporalio/client'
@@ -21,6 +22,8 @@ const RATE_LIMIT = 300
 const WINDOW_MS = 60_000
 /** Long enough that a request is held while a replica is killed under it. */
 const SLOW_BOOT = 'sim.boot_ms=3000'
+/** Longer than HAProxy's `timeout http-request` (10 s), which is its idle timeout unless set. */
+const IDLE_SECONDS = 12
 
 interface Operation { id: string, status: string, startedAt: string, finishedAt: string | null }
 interface Accepted { instance: InstanceBody, operation: Operation }
@@ -158,6 +161,32 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
       socket.close()
     }
   })
+
+  it('keeps an idle connection through the one address open as long as the Keep-Alive it passes on says', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    try {
+      const first = await healthz(agent)
+      const promised = Number(/timeout=(\d+)/.exec(first.keepAlive ?? '')?.[1])
+      assert.ok(promised > IDLE_SECONDS, `Keep-Alive: ${first.keepAlive}`)
+      await sleep(IDLE_SECONDS * 1000)
+      const second = await healthz(agent)
+      assert.equal(second.status, 200)
+      assert.equal(second.reused, true, `HAProxy closed a connection idle ${IDLE_SECONDS} s, promised ${promised} s`)
+    } finally {
+      agent.destroy()
+    }
+  })
+
+  /** GET /healthz through HAProxy on the agent's one connection: its Keep-Alive, and whether the connection was reused. */
+  async function healthz (agent: Agent): Promise<{ status: number, keepAlive: string | undefined, reused: boolean }> {
+    return await new Promise((resolve, reject) => {
+      const request = get(`${stack.apiUrl}/healthz`, { agent }, (response) => {
+        response.resume()
+        response.once('end', () => resolve({ status: response.statusCode ?? 0, keepAlive: response.headers['keep-alive']?.toString(), reused: request.reusedSocket }))
+      })
+      request.once('error', reject)
+    })
+  }
 
   it('the CLI given a list whose first URL is dead uses the next', async () => {
     const dead = `http://127.0.0.1:${await freePorts(1)}`
