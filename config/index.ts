@@ -301,7 +301,9 @@ export function stackConfig (env: Env = process.env) {
       TEMPORAL_CLI: z.string().min(1).optional(),
       VMPLANE_API_TOKEN: optionalToken,
       VMPLANE_API_VIEWER_TOKEN: optionalToken,
-      VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional()
+      VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional(),
+      // At least the first restart's delay (scripts/dev-stack/supervisor.ts).
+      VMPLANE_MAX_RESTART_DELAY_MS: z.coerce.number().int().min(250).max(600_000).default(10_000)
     }).refine((settings) => settings.VMPLANE_TEMPORAL === 'dev' || settings.DATABASE_URL === undefined, {
       path: ['VMPLANE_TEMPORAL'],
       message: 'cluster runs Temporal on the stack\'s own PostgreSQL: leave DATABASE_URL unset'
@@ -344,7 +346,13 @@ export function stackConfig (env: Env = process.env) {
     temporalCli: s.TEMPORAL_CLI ?? null,
     apiToken: s.VMPLANE_API_TOKEN ?? null,
     viewerToken: s.VMPLANE_API_VIEWER_TOKEN ?? null,
-    cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null
+    cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null,
+    /**
+     * The dev stack restarts a component that exited 250 ms later, twice as long each time it
+     * exits again within 30 s, up to this. The fault tests, which kill components on purpose
+     * every few seconds, keep it at 250 ms: a kill is not a crash loop.
+     */
+    maxRestartDelayMs: s.VMPLANE_MAX_RESTART_DELAY_MS
   }
 }
 export type StackConfig = ReturnType<typeof stackConfig>

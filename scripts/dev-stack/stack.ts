@@ -78,7 +78,7 @@ export class DevStack {
     this.apis = planApiReplicas(config)
     this.workers = planWorkerReplicas(config)
     this.output = new StackOutput(this.paths.logDir)
-    this.supervisor = new Supervisor(this.paths.runDir, this.output)
+    this.supervisor = new Supervisor(this.paths.runDir, this.output, config.maxRestartDelayMs)
   }
 
   log (message: string): void {

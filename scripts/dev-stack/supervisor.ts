@@ -35,15 +35,17 @@ export interface ComponentSpec {
 
 // Quick the first time, as service managers are: a stop in flight waits for a killed worker.
 const FIRST_RESTART_DELAY_MS = 250
-const MAX_RESTART_DELAY_MS = 10_000
 const STABLE_UPTIME_MS = 30_000
 /** How long a component may take to stop before it is killed. */
 export const STOP_TIMEOUT_MS = 10_000
 
-/** The wait before the next restart, given the one before (null: none yet) and the uptime. */
-export function restartDelay (previousDelayMs: number | null, uptimeMs: number): number {
+/**
+ * The wait before the next restart, given the one before (null: none yet), the uptime and the
+ * longest wait (the stack's VMPLANE_MAX_RESTART_DELAY_MS).
+ */
+export function restartDelay (previousDelayMs: number | null, uptimeMs: number, maxDelayMs: number): number {
   if (previousDelayMs === null || uptimeMs >= STABLE_UPTIME_MS) return FIRST_RESTART_DELAY_MS
-  return Math.min(previousDelayMs * 2, MAX_RESTART_DELAY_MS)
+  return Math.min(previousDelayMs * 2, maxDelayMs)
 }
 
 class SupervisedProcess {
@@ -59,7 +61,8 @@ class SupervisedProcess {
   constructor (
     readonly spec: ComponentSpec,
     private readonly runDir: string,
-    private readonly output: ComponentOutput
+    private readonly output: ComponentOutput,
+    private readonly maxRestartDelayMs: number
   ) {}
 
   get pid (): number | null {
@@ -105,7 +108,7 @@ class SupervisedProcess {
       return
     }
     const uptimeMs = Date.now() - this.startedAt
-    const delayMs = restartDelay(this.lastDelayMs, uptimeMs)
+    const delayMs = restartDelay(this.lastDelayMs, uptimeMs, this.maxRestartDelayMs)
     this.lastDelayMs = delayMs
     this.output.note(`exited with ${how} after ${formatSeconds(uptimeMs)}; restarting in ${formatSeconds(delayMs)}`)
     this.restartTimer = setTimeout(() => {
@@ -155,12 +158,16 @@ function formatSeconds (ms: number): string {
 export class Supervisor {
   private readonly processes = new Map<string, SupervisedProcess>()
 
-  constructor (private readonly runDir: string, private readonly output: StackOutput) {}
+  constructor (
+    private readonly runDir: string,
+    private readonly output: StackOutput,
+    private readonly maxRestartDelayMs: number
+  ) {}
 
   /** Starts a component and keeps it running until it is stopped. */
   start (spec: ComponentSpec): void {
     if (this.processes.has(spec.name)) throw new Error(`component ${spec.name} is already supervised`)
-    const supervised = new SupervisedProcess(spec, this.runDir, this.output.component(spec.name))
+    const supervised = new SupervisedProcess(spec, this.runDir, this.output.component(spec.name), this.maxRestartDelayMs)
     this.processes.set(spec.name, supervised)
     supervised.start()
   }

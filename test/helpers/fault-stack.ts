@@ -1,7 +1,8 @@
 /**
  * What the fault matrices share: a stack whose components pass crash points
- * (faults/crash-points.ts) and whose reconciler runs often with a short orphan grace, and the wait
- * for it to hold every invariant again after a crash (scripts/dev-stack/invariants.ts).
+ * (faults/crash-points.ts), whose reconciler runs often with a short orphan grace, and whose
+ * killed components restart without backing off; and the wait for it to hold every invariant
+ * again after a crash (scripts/dev-stack/invariants.ts).
  */
 import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
@@ -18,6 +19,8 @@ export async function startFaultStack (hosts: number, env: Record<string, string
       VMPLANE_HOST_VCPUS: '1024',
       VMPLANE_ORPHAN_GRACE_SECONDS: '5',
       VMPLANE_RECONCILE_SECONDS: '10',
+      // Every kill here is on purpose: restarted after 250 ms each time, not backed off as a crash loop.
+      VMPLANE_MAX_RESTART_DELAY_MS: '250',
       ...env
     }
   })
