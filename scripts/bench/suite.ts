@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --n4000] [--temporal dev|cluster] [--running <data-dir>] [--out <dir>]`:
+ * `npm run bench [-- --quick] [--scale 100,1000,4000] [--temporal dev|cluster] [--running <data-dir>] [--out <dir>]`:
  * vmplane's performance beside Temporal's own floor, on one stack: the dev server's, or the
  * cluster shape (Temporal's own server on PostgreSQL, two API replicas behind HAProxy, two
  * workers), the floor on the same Temporal.
@@ -13,7 +13,7 @@
  *    100) on 4 hosts.
  * 3. Ratios of the two.
  * 4. Scale: create-and-start throughput and p99 with 50 in flight for 100 and 1,000 instances
- *    (and 4,000 with --n4000), each run from an empty stack. The throughput round with 50 in
+ *    (`--scale` names the points: 4,000 too, or 100 alone), each run from an empty stack. The throughput round with 50 in
  *    flight is that very experiment for its size (1,000 instances, 100 with --quick), so it
  *    serves as that point; the others are run on their own.
  * 5. API reads with 10,000 instances in PostgreSQL (api-reads.ts).
@@ -42,14 +42,16 @@ import { vmplaneOperations } from './vmplane-operations.js'
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
-    n4000: { type: 'boolean', default: false },
+    scale: { type: 'string', default: '100,1000' },
     running: { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
     out: { type: 'string', default: join(REPO_ROOT, 'bench', 'results') }
   }
 })
-if (values.quick && values.n4000) {
-  console.error('--quick and --n4000 do not go together: the 4,000-instance point is part of a full run only')
+const SCALE_POINTS = [100, 1000, 4000]
+const scalePoints = values.scale.split(',').map(Number)
+if (scalePoints.some((n) => !SCALE_POINTS.includes(n))) {
+  console.error(`--scale: a comma-separated list of ${SCALE_POINTS.join(', ')}, not ${values.scale}`)
   process.exit(2)
 }
 if (values.temporal !== 'dev' && values.temporal !== 'cluster') {
@@ -58,8 +60,8 @@ if (values.temporal !== 'dev' && values.temporal !== 'cluster') {
 }
 const SHAPE: 'dev' | 'cluster' = values.temporal
 const SIZE = values.quick
-  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, scale: [100, 1000], listRounds: 1, gets: 100 }
-  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, scale: values.n4000 ? [100, 1000, 4000] : [100, 1000], listRounds: 5, gets: 1000 }
+  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, listRounds: 1, gets: 100 }
+  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, listRounds: 5, gets: 1000 }
 const OWN_STACK = values.running === undefined
 const THROUGHPUT_CONCURRENCIES = [10, 50, 100]
 const SCALE_CONCURRENCY = 50
@@ -179,7 +181,7 @@ try {
   const reads = await measureApiReads(info, { rows: LIST_ROWS, listRounds: SIZE.listRounds, gets: SIZE.gets })
 
   const scale: Record<string, LoadFigures | null> = { n100: null, n1000: null, n4000: null, [`n${SIZE.instances.c50}`]: vmplaneByConcurrency[`c${SCALE_CONCURRENCY}`].start }
-  const scaleRuns = SIZE.scale.filter((n) => n !== SIZE.instances.c50)
+  const scaleRuns = scalePoints.filter((n) => n !== SIZE.instances.c50)
   for (const n of scaleRuns) {
     log(`scale: ${n} instances created and started, ${SCALE_CONCURRENCY} in flight`)
     const { figures, ids } = await startInstances(n, SCALE_CONCURRENCY)
