@@ -17,9 +17,9 @@ export interface BenchStack {
   stop: () => Promise<void>
 }
 
-export async function benchStack (options: { running: string | undefined, hosts: number, env: Record<string, string> }): Promise<BenchStack> {
+export async function benchStack (options: { running: string | undefined, hosts: number, temporal: 'dev' | 'cluster', env: Record<string, string> }): Promise<BenchStack> {
   if (options.running !== undefined) return await attach(options.running)
-  const stack = await launchStack({ outputDir: join(REPO_ROOT, 'test-output', 'bench'), hosts: options.hosts, env: options.env })
+  const stack = await launchStack({ outputDir: join(REPO_ROOT, 'test-output', 'bench'), hosts: options.hosts, temporal: options.temporal, env: options.env })
   return {
     info: stack.info,
     pid: async (component) => await stack.pid(component),

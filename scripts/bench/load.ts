@@ -32,7 +32,7 @@ export async function runLoad<T> (items: readonly T[], concurrency: number, oper
         latencies.push(performance.now() - at)
       } catch (error) {
         failures++
-        if (failureSamples.length < 5) failureSamples.push(error instanceof Error ? error.message : String(error))
+        if (failureSamples.length < 5) failureSamples.push(describeFailure(error))
       }
     }
   }))
@@ -47,4 +47,16 @@ export async function runLoad<T> (items: readonly T[], concurrency: number, oper
     p50Ms: round(percentile(latencies, 50)),
     p99Ms: round(percentile(latencies, 99))
   }
+}
+
+/**
+ * An error's message with its causes: fetch says only "fetch failed", and what failed (a reset,
+ * a socket the other side closed) is in its cause.
+ */
+function describeFailure (error: unknown): string {
+  const parts: string[] = []
+  for (let at: unknown = error; at !== undefined && parts.length < 4; at = at instanceof Error ? at.cause : undefined) {
+    parts.push(at instanceof Error ? `${at.message}${'code' in at ? ` (${String(at.code)})` : ''}` : String(at))
+  }
+  return parts.join(': ')
 }

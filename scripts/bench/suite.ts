@@ -1,6 +1,8 @@
 /**
- * `npm run bench [-- --quick | --n4000] [--running <data-dir>] [--out <dir>]`: vmplane's
- * performance beside Temporal's own floor, on one stack.
+ * `npm run bench [-- --quick] [--scale 100,1000,4000] [--temporal dev|cluster] [--running <data-dir>] [--out <dir>]`:
+ * vmplane's performance beside Temporal's own floor, on one stack: the dev server's, or the
+ * cluster shape (Temporal's own server on PostgreSQL, two API replicas behind HAProxy, two
+ * workers), the floor on the same Temporal.
  *
  * 1. Floor: a no-op workflow with the timers, activity round trips and signals of vmplane's
  *    create-and-start, counted in the history of a real one (floor/), on a worker process with
@@ -11,7 +13,7 @@
  *    100) on 4 hosts.
  * 3. Ratios of the two.
  * 4. Scale: create-and-start throughput and p99 with 50 in flight for 100 and 1,000 instances
- *    (and 4,000 with --n4000), each run from an empty stack. The throughput round with 50 in
+ *    (`--scale` names the points: 4,000 too, or 100 alone), each run from an empty stack. The throughput round with 50 in
  *    flight is that very experiment for its size (1,000 instances, 100 with --quick), so it
  *    serves as that point; the others are run on their own.
  * 5. API reads with 10,000 instances in PostgreSQL (api-reads.ts).
@@ -40,18 +42,26 @@ import { vmplaneOperations } from './vmplane-operations.js'
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
-    n4000: { type: 'boolean', default: false },
+    scale: { type: 'string', default: '100,1000' },
     running: { type: 'string' },
+    temporal: { type: 'string', default: 'dev' },
     out: { type: 'string', default: join(REPO_ROOT, 'bench', 'results') }
   }
 })
-if (values.quick && values.n4000) {
-  console.error('--quick and --n4000 do not go together: the 4,000-instance point is part of a full run only')
+const SCALE_POINTS = [100, 1000, 4000]
+const scalePoints = values.scale.split(',').map(Number)
+if (scalePoints.some((n) => !SCALE_POINTS.includes(n))) {
+  console.error(`--scale: a comma-separated list of ${SCALE_POINTS.join(', ')}, not ${values.scale}`)
   process.exit(2)
 }
+if (values.temporal !== 'dev' && values.temporal !== 'cluster') {
+  console.error(`--temporal: dev or cluster, not ${values.temporal}`)
+  process.exit(2)
+}
+const SHAPE: 'dev' | 'cluster' = values.temporal
 const SIZE = values.quick
-  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, scale: [100, 1000], listRounds: 1, gets: 100 }
-  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, scale: values.n4000 ? [100, 1000, 4000] : [100, 1000], listRounds: 5, gets: 1000 }
+  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, listRounds: 1, gets: 100 }
+  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, listRounds: 5, gets: 1000 }
 const OWN_STACK = values.running === undefined
 const THROUGHPUT_CONCURRENCIES = [10, 50, 100]
 const SCALE_CONCURRENCY = 50
@@ -69,7 +79,7 @@ const STACK_ENV = {
 const log = (line: string): void => { console.log(`${new Date().toISOString()} ${line}`) }
 const { temporal } = await ensureTemporalTools({ temporalCli: process.env.TEMPORAL_CLI ?? null, log })
 log(OWN_STACK ? 'starting a stack with 4 hosts' : `using the stack in ${values.running}`)
-const stack = await benchStack({ running: values.running, hosts: 4, env: STACK_ENV })
+const stack = await benchStack({ running: values.running, hosts: 4, temporal: SHAPE, env: STACK_ENV })
 const { info } = stack
 const floor = await Floor.start({ address: info.temporalAddress, namespace: info.namespace })
 const ops = vmplaneOperations(info)
@@ -98,24 +108,28 @@ async function stopAndDelete (ids: string[], concurrency: number): Promise<{ sto
   return { stop, delete: remove }
 }
 
-/** The processes whose CPU a create-and-start costs, by component (the agents' VMMs with them). */
+/**
+ * The processes whose CPU a create-and-start costs, by component (the agents' VMMs with them):
+ * every API and worker replica, and HAProxy in front of several APIs.
+ */
 async function vmplaneComponents (): Promise<Record<string, number>> {
-  const agents = await Promise.all(info.hosts.map(async (host) => [`agent-${host.id}`, await stack.pid(`agent-${host.id}`)] as const))
-  return {
-    temporal: await stack.pid('temporal'),
-    worker: await stack.pid('worker'),
-    api: await stack.pid('api'),
-    postgres: await stack.pid('postgres'),
-    ...Object.fromEntries(agents)
-  }
+  const workers = Object.keys(info.metricsUrls).filter((name) => name === 'worker' || name.startsWith('worker-'))
+  const apis = info.apiUrls.map((_, i) => i === 0 ? 'api' : `api-${i + 1}`)
+  const components = ['temporal', 'postgres', ...workers, ...apis, ...apis.length > 1 ? ['haproxy'] : [], ...info.hosts.map((host) => `agent-${host.id}`)]
+  return Object.fromEntries(await Promise.all(components.map(async (name) => [name, await stack.pid(name)] as const)))
 }
 
-/** CPU ms per operation, the host agents summed as `agents`. */
+/** A component's column: the host agents summed as `agents`, each replica with its first (`worker-2` as `worker`). */
+function columnOf (component: string): string {
+  return component.startsWith('agent-') ? 'agents' : component.replace(/-\d+$/, '')
+}
+
+/** CPU ms per operation by column, and their total. */
 function byComponent (cpu: Record<string, number>): Record<string, number> {
-  const agents = Object.entries(cpu).filter(([name]) => name.startsWith('agent-')).reduce((sum, [, ms]) => sum + ms, 0)
-  const rest = Object.fromEntries(Object.entries(cpu).filter(([name]) => !name.startsWith('agent-')))
-  const all = { ...rest, ...(agents > 0 ? { agents: Math.round(agents * 10) / 10 } : {}) }
-  return { ...all, total: Math.round(Object.values(all).reduce((a, b) => a + b, 0) * 10) / 10 }
+  const columns: Record<string, number> = {}
+  for (const [name, ms] of Object.entries(cpu)) columns[columnOf(name)] = (columns[columnOf(name)] ?? 0) + ms
+  const all = Object.fromEntries(Object.entries(columns).map(([name, ms]) => [name, Math.round(ms * 10) / 10]))
+  return { ...all, total: Math.round(Object.values(columns).reduce((a, b) => a + b, 0) * 10) / 10 }
 }
 
 function report (figures: LoadFigures): LoadFigures {
@@ -167,7 +181,7 @@ try {
   const reads = await measureApiReads(info, { rows: LIST_ROWS, listRounds: SIZE.listRounds, gets: SIZE.gets })
 
   const scale: Record<string, LoadFigures | null> = { n100: null, n1000: null, n4000: null, [`n${SIZE.instances.c50}`]: vmplaneByConcurrency[`c${SCALE_CONCURRENCY}`].start }
-  const scaleRuns = SIZE.scale.filter((n) => n !== SIZE.instances.c50)
+  const scaleRuns = scalePoints.filter((n) => n !== SIZE.instances.c50)
   for (const n of scaleRuns) {
     log(`scale: ${n} instances created and started, ${SCALE_CONCURRENCY} in flight`)
     const { figures, ids } = await startInstances(n, SCALE_CONCURRENCY)
@@ -194,6 +208,7 @@ try {
   const results = {
     date: new Date().toISOString(),
     mode: values.quick ? 'quick' : 'full',
+    temporal: SHAPE,
     machine: describeMachine(temporal),
     historyEvents,
     cpuMsPerCreate,
@@ -256,10 +271,10 @@ function printTable (r: any): void {
     row(`  ${c} in flight`, t.floorPerS, t.vmplanePerS, r.ratio[`throughputC${c}`], t.vmplaneStopPerS, t.vmplaneDeletePerS)
   }
   console.log('')
-  row('CPU ms per create (50 in flight)', 'temporal', 'worker', 'api', 'postgres', 'agents', 'total')
+  row('CPU ms per create (50 in flight)', 'temporal', 'worker', 'api', 'haproxy', 'postgres', 'agents', 'total')
   const cpu = r.cpuMsPerCreate.c50
-  row('  floor', cpu.floor.temporal, cpu.floor.worker, null, null, null, cpu.floor.total)
-  row('  vmplane', cpu.vmplane.temporal, cpu.vmplane.worker, cpu.vmplane.api, cpu.vmplane.postgres, cpu.vmplane.agents, cpu.vmplane.total)
+  row('  floor', cpu.floor.temporal, cpu.floor.worker, null, null, null, null, cpu.floor.total)
+  row('  vmplane', cpu.vmplane.temporal, cpu.vmplane.worker, cpu.vmplane.api, cpu.vmplane.haproxy ?? null, cpu.vmplane.postgres, cpu.vmplane.agents, cpu.vmplane.total)
   console.log('')
   row(`scale (${SCALE_CONCURRENCY} in flight)`, 'starts/s', 'p50 ms', 'p99 ms')
   for (const [key, s] of Object.entries<any>(r.scale)) row(`  ${key.slice(1)} instances`, s?.perS ?? null, s?.p50Ms ?? null, s?.p99Ms ?? null)
