@@ -13,9 +13,10 @@
  *    100) on 4 hosts.
  * 3. Ratios of the two.
  * 4. Scale: create-and-start throughput and p99 with 50 in flight for 100 and 1,000 instances
- *    (`--scale` names the points: 4,000 too, or 100 alone), each run from an empty stack. The throughput round with 50 in
- *    flight is that very experiment for its size (1,000 instances, 100 with --quick), so it
- *    serves as that point; the others are run on their own.
+ *    (`--scale` names the points: 4,000 too, or 100 alone), each run from an empty stack. The
+ *    throughput round with 50 in flight is that very experiment for its size (1,000 instances,
+ *    100 with --quick), so it serves as that point; the others are run on their own. The host
+ *    agent's memory at 200 VMMs needs the 1,000-instance point.
  * 5. API reads with 10,000 instances in PostgreSQL (api-reads.ts).
  * 6. Peak memory of the worker, the API, a host agent up to 200 VMMs and a simulator (memory.ts).
  *
