@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { HostAgentClient } from '../../activities/host-agent-client.js'
 import { api, launchStack, type LaunchedStack } from '../dev-stack/launcher.js'
+import { replicasOf } from '../dev-stack/stack-file.js'
 import { waitFor } from '../dev-stack/wait.js'
 import { REPO_ROOT } from '../tools/paths.js'
 import { ensureTemporalTools } from '../tools/temporal-tools.js'
@@ -78,7 +79,7 @@ const stack = await launchStack({
   ...(values.workers === undefined ? {} : { workerReplicas: Number(values.workers) }),
   env: { VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: '1', VMPLANE_API_RATE_LIMIT: '100000000' }
 })
-const workers = Object.keys(stack.info.metricsUrls).filter((component) => component.startsWith('worker')).length
+const workers = replicasOf(stack.info, 'worker').length
 const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 5000 })
 let serial = 0
 try {

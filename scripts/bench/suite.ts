@@ -26,6 +26,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
+import { replicasOf } from '../dev-stack/stack-file.js'
 import { REPO_ROOT } from '../tools/paths.js'
 import { ensureTemporalTools } from '../tools/temporal-tools.js'
 import { measureApiReads } from './api-reads.js'
@@ -114,8 +115,8 @@ async function stopAndDelete (ids: string[], concurrency: number): Promise<{ sto
  * every API and worker replica, and HAProxy in front of several APIs.
  */
 async function vmplaneComponents (): Promise<Record<string, number>> {
-  const workers = Object.keys(info.metricsUrls).filter((name) => name === 'worker' || name.startsWith('worker-'))
-  const apis = info.apiUrls.map((_, i) => i === 0 ? 'api' : `api-${i + 1}`)
+  const workers = replicasOf(info, 'worker')
+  const apis = replicasOf(info, 'api')
   const components = ['temporal', 'postgres', ...workers, ...apis, ...apis.length > 1 ? ['haproxy'] : [], ...info.hosts.map((host) => `agent-${host.id}`)]
   return Object.fromEntries(await Promise.all(components.map(async (name) => [name, await stack.pid(name)] as const)))
 }

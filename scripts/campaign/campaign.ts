@@ -32,7 +32,7 @@ import { STAND_IN_BASE_IMAGE } from '../dev-stack/hypervisor.js'
 import type { ComponentName, LaunchedStack } from '../dev-stack/launcher.js'
 import { replayExecutions } from '../dev-stack/replay-executions.js'
 import { sendUntilAnswered } from '../dev-stack/retrying-client.js'
-import type { StackInfo } from '../dev-stack/stack-file.js'
+import { replicasOf, type StackInfo } from '../dev-stack/stack-file.js'
 import { waitFor } from '../dev-stack/wait.js'
 
 export interface CampaignOptions {
@@ -73,18 +73,12 @@ export const DEV_STRIKES: readonly StrikeKind[] = [
  * PostgreSQL, which all of them stand on, killed once a phase and restarted cleanly once a phase.
  */
 export const CLUSTER_STRIKES: readonly StrikeKind[] = [
-  { among: replicasOf('worker'), every: 'round', signal: 'SIGKILL' },
-  { among: replicasOf('api'), every: 'round', signal: 'SIGKILL' },
+  { among: (info) => replicasOf(info, 'worker'), every: 'round', signal: 'SIGKILL' },
+  { among: (info) => replicasOf(info, 'api'), every: 'round', signal: 'SIGKILL' },
   { among: () => ['temporal'], every: 'round', signal: 'SIGKILL' },
   { among: () => ['postgres'], every: 'phase', signal: 'SIGKILL' },
   { among: () => ['postgres'], every: 'phase', signal: 'SIGINT' }
 ]
-
-/** `worker`, `worker-2`, …: the replicas of a component, as the stack's metrics name them. */
-function replicasOf (component: 'worker' | 'api'): (info: StackInfo) => ComponentName[] {
-  const replica = new RegExp(`^${component}(-\\d+)?$`)
-  return (info) => Object.keys(info.metricsUrls).filter((name) => replica.test(name))
-}
 
 /** The stack settings the campaign runs with: room for every instance, a brisk reconciler. */
 export const CAMPAIGN_STACK_ENV = {

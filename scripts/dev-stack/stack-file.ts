@@ -30,6 +30,12 @@ export interface StackInfo {
   startedAt: string
 }
 
+/** `worker`, `worker-2`, …: the replicas of the worker or the API, as the stack's metrics name them. */
+export function replicasOf (info: StackInfo, component: 'worker' | 'api'): string[] {
+  const replica = new RegExp(`^${component}(-\\d+)?$`)
+  return Object.keys(info.metricsUrls).filter((name) => replica.test(name))
+}
+
 /** Written whole or not at all (rename), readable by the owner only: it holds the tokens. */
 export async function writeStackFile (path: string, info: StackInfo): Promise<void> {
   await writeFile(`${path}.partial`, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 })

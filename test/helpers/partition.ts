@@ -29,7 +29,7 @@ export type Cut = (typeof CUTS)[number]
 /** The table a cut adds to the host's namespace; a test's own, which no other rule shares. */
 const TABLE = 'vmplane-partition'
 
-function hostOf (stack: TestStack, hostId: string): TestStack['info']['hosts'][number] {
+function stackHost (stack: TestStack, hostId: string): TestStack['info']['hosts'][number] {
   const host = stack.info.hosts.find((h) => h.id === hostId)
   if (host === undefined) throw new Error(`the stack has no host ${hostId}`)
   return host
@@ -44,7 +44,7 @@ function dropRules (cut: Exclude<Cut, 'link-down'>, agentPort: string): string {
 }
 
 export async function cutHost (stack: TestStack, hostId: string, cut: Cut): Promise<void> {
-  const host = hostOf(stack, hostId)
+  const host = stackHost(stack, hostId)
   if (cut === 'link-down') {
     await runCommand('ip', ['-n', stack.info.lan.netns, 'link', 'set', hostId, 'down'])
     return
@@ -54,7 +54,7 @@ export async function cutHost (stack: TestStack, hostId: string, cut: Cut): Prom
 
 /** Undoes whatever cut the host has: its LAN port up, the drop's table gone. */
 export async function healHost (stack: TestStack, hostId: string): Promise<void> {
-  const host = hostOf(stack, hostId)
+  const host = stackHost(stack, hostId)
   await runCommand('ip', ['-n', stack.info.lan.netns, 'link', 'set', hostId, 'up'])
   const tables = await runCommand('ip', ['netns', 'exec', host.netns, 'nft', 'list', 'tables'])
   if (tables.includes(`inet ${TABLE}`)) await runCommand('ip', ['netns', 'exec', host.netns, 'nft', 'delete', 'table', 'inet', TABLE])
