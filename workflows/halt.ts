@@ -18,16 +18,25 @@
  * in the storage every host mounts). Then the instance is recorded `stopped` (or destroyed, which
  * frees its disks' space and its addresses), with whether the guest powered off or had to be
  * killed, and why; then each halt's operation is recorded succeeded.
+ *
+ * A halt can find its instance destroyed already: a stop or delete the API accepted as a delete
+ * ended, which reached the execution after the delete's end was recorded or started a new one.
+ * Nothing is left to stop, and nothing happens to the instance: each operation is recorded
+ * succeeded, saying the instance was destroyed before it, and no change of state is recorded.
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
-import { INSTANCE_STORAGE_PATCH } from './patches.js'
+import { HALT_OF_DESTROYED_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
 export async function halt (execution: InstanceExecution): Promise<void> {
+  if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
+    await endOnDestroyed(execution)
+    return
+  }
   const { halts } = execution
   const first = halts.pending[0]
   execution.enterPhase('stopping', stoppingDetail(execution))
@@ -64,6 +73,19 @@ export async function halt (execution: InstanceExecution): Promise<void> {
     })
   }
   halts.remove(served)
+}
+
+async function endOnDestroyed (execution: InstanceExecution): Promise<void> {
+  const served = [...execution.halts.pending]
+  for (const request of served) {
+    await execution.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message: `${request.kind} done: the instance was already destroyed`,
+      operation: { request, status: 'succeeded' }
+    })
+  }
+  execution.halts.remove(served)
 }
 
 /**

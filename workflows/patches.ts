@@ -10,3 +10,10 @@
  * addresses.
  */
 export const INSTANCE_STORAGE_PATCH = 'instance-storage'
+
+/**
+ * A stop or delete can reach an instance its delete has just destroyed (accepted as that delete
+ * ended): it ends its operation saying so, and records no change of state, where it recorded the
+ * instance `stopped` or `destroyed` again.
+ */
+export const HALT_OF_DESTROYED_PATCH = 'halt-of-destroyed'

@@ -9,8 +9,8 @@ import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { WorkflowHandle } from '@temporalio/client'
 import { decisionKeys } from '../../domain/decisions.js'
-import type { CreateRequest, DeleteRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
-import { haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
+import type { CreateRequest, HaltRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
+import { WORKFLOW_TYPES, haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
 import { newInstanceSpec, requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
@@ -122,20 +122,33 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     assert.equal(type, 'startInstance')
   })
 
-  it('a delete that arrives while a stop\'s end is being recorded runs as a halt of its own, not as done', async () => {
+  /** Runs `first` on a running instance; `second` reaches its execution while the write of `first`'s end is in flight. */
+  async function haltMeetingAnother (first: 'stop' | 'delete', second: 'stop' | 'delete'): Promise<{ instanceId: string, first: HaltRequest, second: HaltRequest }> {
     const instanceId = await runningInstance()
-    const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 0 }
-    const remove: DeleteRequest = { ...requestBase(instanceId), kind: 'delete', graceSeconds: 0 }
-    const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'd', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
-    // The delete reaches the execution while the write of the stop's end is in flight.
+    const haltOf = (kind: 'stop' | 'delete'): HaltRequest => ({ ...requestBase(instanceId), kind, graceSeconds: 0 })
+    const [one, two] = [haltOf(first), haltOf(second)]
+    const handle = await env.client.workflow.signalWithStart(WORKFLOW_TYPES[first], { ...operationStart(one, { name: 'd', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [one] })
     world.afterDecision = async (decision) => {
-      if (decision === decisionKeys.halted(stop.operationId)) await handle.signal(haltRequestedSignal, remove)
+      if (decision === decisionKeys.halted(one.operationId)) await handle.signal(haltRequestedSignal, two)
     }
+    return { instanceId, first: one, second: two }
+  }
+
+  it('a delete that arrives while a stop\'s end is being recorded runs as a halt of its own, not as done', async () => {
+    const { instanceId, first: stop, second: remove } = await haltMeetingAnother('stop', 'delete')
     await until('the delete ended', () => world.operations.get(remove.operationId)?.status === 'succeeded')
     assert.equal(world.operations.get(stop.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.state, 'destroyed')
     assert.ok(world.decisions.has(decisionKeys.halted(remove.operationId)), 'the delete ran a halt of its own')
     assert.deepEqual(world.storageReleases, [{ instanceId, liveVmms: 0, state: 'stopped' }], "the disks go once, after the VMMs, before the instance's end")
+  })
+
+  it('a stop that arrives while a delete\'s end is being recorded ends saying the instance was destroyed, recording no state', async () => {
+    const { instanceId, second: stop } = await haltMeetingAnother('delete', 'stop')
+    await until('the stop ended', () => world.operations.get(stop.operationId)?.status === 'succeeded')
+    assert.equal(world.instances.get(instanceId)!.state, 'destroyed')
+    const stopEvents = world.events.filter((e) => e.decision.includes(stop.operationId)).map((e) => e.message)
+    assert.deepEqual(stopEvents, ['stop done: the instance was already destroyed'])
   })
 
   it('waits for a host with room, showing NoCapacity, and fails honestly at the placement timeout', async () => {
