@@ -22,6 +22,14 @@ export async function tctl (stack: TestStack, ...args: string[]): Promise<string
   return stdout
 }
 
+/**
+ * VMPLANE_RECONCILE_SECONDS for a stack whose reconciler passes only when a test triggers one.
+ * A schedule's interval fires at multiples of its period since the epoch, not from the
+ * schedule's creation: an hour fires on the hour, inside any test that runs across it. A
+ * century's next multiple is in 2070.
+ */
+export const RECONCILE_ON_DEMAND_ONLY = String(100 * 365.25 * 24 * 3600)
+
 export interface ReconcilePass { id: string, counts: Record<string, number>, actions: string[] }
 
 /** The reconciler's latest recorded pass (GET /v1/admin/reconcile), or null before the first. */

@@ -22,7 +22,7 @@ import { checkInvariants, violationsOf } from '../../scripts/dev-stack/invariant
 import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
 import { newInstance, runningInstance, vmmProcesses } from '../helpers/instances.js'
-import { lastReconcilePass, nextReconcilePass, temporalCli, type ReconcilePass } from '../helpers/operator.js'
+import { RECONCILE_ON_DEMAND_ONLY, lastReconcilePass, nextReconcilePass, temporalCli, type ReconcilePass } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const GRACE_SECONDS = 4
@@ -31,7 +31,7 @@ describe('the reconciler', () => {
   let stack: TestStack
   before(async () => {
     // Passes only on demand here, so that each one the test asks for is the one it reads.
-    stack = await startStack({ hosts: 1, env: { VMPLANE_ORPHAN_GRACE_SECONDS: String(GRACE_SECONDS), VMPLANE_RECONCILE_SECONDS: '3600' } })
+    stack = await startStack({ hosts: 1, env: { VMPLANE_ORPHAN_GRACE_SECONDS: String(GRACE_SECONDS), VMPLANE_RECONCILE_SECONDS: RECONCILE_ON_DEMAND_ONLY } })
   })
   after(async () => { await stack?.stop() })
 
