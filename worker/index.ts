@@ -37,13 +37,18 @@ function installRuntime (logger: Logger, metricsAddress: string): void {
 
 export async function runWorker (config: WorkerConfig, logger: Logger): Promise<void> {
   installRuntime(logger, config.metricsAddress)
+  const stop = shutdownRequested()
   const pool = createPool(config.databaseUrl)
   try {
     // Temporal may be restarting as this worker starts: waited for, not a crash.
-    const { connection, worker } = await untilDone('connect to Temporal and make the worker', async () => await connectedWorker(config, pool), logger)
+    const made = await untilDone('connect to Temporal and make the worker', async () => await connectedWorker(config, pool), logger, stop)
+    if (made === null) return
+    const { connection, worker } = made
     try {
-      await ensureReconcileSchedule(config, logger)
+      await ensureReconcileSchedule(config, logger, stop)
       logger.info({ taskQueue: config.temporal.taskQueue, address: config.temporal.address }, 'worker polling')
+      // Ends at once if the signal came already: the SDK's runtime took it, and shuts down a
+      // worker that starts running after it.
       await worker.run()
     } finally {
       await connection.close()
@@ -51,6 +56,17 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
   } finally {
     await pool.end()
   }
+}
+
+/**
+ * Aborted by SIGINT or SIGTERM. The SDK's runtime takes these signals too, but it only shuts down
+ * workers: a worker still trying to reach Temporal would go on trying, and its supervisor would
+ * have to SIGKILL it.
+ */
+function shutdownRequested (): AbortSignal {
+  const controller = new AbortController()
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => { controller.abort() })
+  return controller.signal
 }
 
 /** A connection to Temporal and the worker on it (whose making asks Temporal about the namespace). */

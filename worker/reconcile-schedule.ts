@@ -11,8 +11,9 @@ import type { Logger } from '../log/logger.js'
 import { RECONCILE_SCHEDULE_ID, WORKFLOW_TYPES } from '../workflows/definitions.js'
 import { untilDone } from './until-done.js'
 
-export async function ensureReconcileSchedule (config: WorkerConfig, logger: Logger): Promise<void> {
-  await untilDone('make or update the reconciler schedule', async () => { await makeOrUpdateSchedule(config, logger) }, logger)
+/** Gives up, leaving the schedule to the next worker to start, once `stop` is aborted. */
+export async function ensureReconcileSchedule (config: WorkerConfig, logger: Logger, stop: AbortSignal): Promise<void> {
+  await untilDone('make or update the reconciler schedule', async () => { await makeOrUpdateSchedule(config, logger) }, logger, stop)
 }
 
 async function makeOrUpdateSchedule (config: WorkerConfig, logger: Logger): Promise<void> {

@@ -18,12 +18,12 @@ export interface WorkflowEnvironment {
   stop: () => Promise<void>
 }
 
-/** A dev server of the test's own on the built CLI, with vmplane's search attributes. */
-export async function startLocalTemporal (): Promise<TestWorkflowEnvironment> {
+/** A dev server of the test's own on the built CLI, with vmplane's search attributes, and `extraArgs` for it. */
+export async function startLocalTemporal (extraArgs: string[] = []): Promise<TestWorkflowEnvironment> {
   const temporal = process.env.TEMPORAL_CLI
   assert.ok(temporal, 'TEMPORAL_CLI names the Temporal CLI (npm test sets it)')
   return await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS }
+    server: { executable: { type: 'existing-path', path: temporal }, searchAttributes: SEARCH_ATTRIBUTE_KEYS, extraArgs }
   })
 }
 
