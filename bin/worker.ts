@@ -5,8 +5,12 @@ import { runWorker } from '../worker/index.js'
 
 const config = loadConfigOrExit(workerConfig, 'worker')
 const logger = createLogger(config.log, 'worker')
+// The SDK's runtime takes these signals too, and shuts down the running worker; this ends a
+// worker still trying to reach Temporal, which its supervisor would otherwise have to SIGKILL.
+const stop = new AbortController()
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => { stop.abort() })
 try {
-  await runWorker(config, logger)
+  await runWorker(config, logger, stop.signal)
   logger.info('worker stopped')
 } catch (err) {
   logger.fatal({ err }, 'worker failed')

@@ -35,9 +35,12 @@ function installRuntime (logger: Logger, metricsAddress: string): void {
   })
 }
 
-export async function runWorker (config: WorkerConfig, logger: Logger): Promise<void> {
+/**
+ * Runs the worker until the SDK's runtime shuts it down (SIGINT or SIGTERM). `stop`, aborted by
+ * those signals too, ends the start-up's tries: the runtime shuts down only workers it runs.
+ */
+export async function runWorker (config: WorkerConfig, logger: Logger, stop: AbortSignal): Promise<void> {
   installRuntime(logger, config.metricsAddress)
-  const stop = shutdownRequested()
   const pool = createPool(config.databaseUrl)
   try {
     // Temporal may be restarting as this worker starts: waited for, not a crash.
@@ -56,17 +59,6 @@ export async function runWorker (config: WorkerConfig, logger: Logger): Promise<
   } finally {
     await pool.end()
   }
-}
-
-/**
- * Aborted by SIGINT or SIGTERM. The SDK's runtime takes these signals too, but it only shuts down
- * workers: a worker still trying to reach Temporal would go on trying, and its supervisor would
- * have to SIGKILL it.
- */
-function shutdownRequested (): AbortSignal {
-  const controller = new AbortController()
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => { controller.abort() })
-  return controller.signal
 }
 
 /** A connection to Temporal and the worker on it (whose making asks Temporal about the namespace). */

@@ -26,6 +26,7 @@
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
+import type { HaltRequest } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
@@ -34,7 +35,7 @@ import { destroyOnHost } from './vmm-actions.js'
 
 export async function halt (execution: InstanceExecution): Promise<void> {
   if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
-    await endOnDestroyed(execution)
+    await recordServed(execution, [...execution.halts.pending], 'done: the instance was already destroyed')
     return
   }
   const { halts } = execution
@@ -64,24 +65,16 @@ export async function halt (execution: InstanceExecution): Promise<void> {
       ? { state: 'destroyed', intendedState: 'destroyed', destroyed: true }
       : { state: 'stopped', intendedState: 'stopped', restartAt: null, ...(end.error === null ? {} : { lastError: end.error }) }
   })
-  for (const request of served) {
-    await execution.change({
-      decision: decisionKeys.finished(request.operationId),
-      kind: 'operation-finished',
-      message: `${request.kind} done`,
-      operation: { request, status: 'succeeded' }
-    })
-  }
-  halts.remove(served)
+  await recordServed(execution, served, 'done')
 }
 
-async function endOnDestroyed (execution: InstanceExecution): Promise<void> {
-  const served = [...execution.halts.pending]
+/** Records each halt `served` succeeded, its message `<kind> <done>`, and takes it off the book. */
+async function recordServed (execution: InstanceExecution, served: HaltRequest[], done: string): Promise<void> {
   for (const request of served) {
     await execution.change({
       decision: decisionKeys.finished(request.operationId),
       kind: 'operation-finished',
-      message: `${request.kind} done: the instance was already destroyed`,
+      message: `${request.kind} ${done}`,
       operation: { request, status: 'succeeded' }
     })
   }

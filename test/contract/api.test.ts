@@ -12,9 +12,10 @@ import { after, before, describe, it } from 'node:test'
 import { Contract, type Operation } from '../helpers/contract/document.js'
 import { RequestMaker, type RequestContext } from '../helpers/contract/requests.js'
 import { ContractRun } from '../helpers/contract/send.js'
-import { operationsInFlight, stateOf } from '../helpers/contract/state.js'
+import { stateOf } from '../helpers/contract/state.js'
 import { newInstance, runningInstanceAtRest, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
+import { checkInvariants } from '../../scripts/dev-stack/invariants.js'
 import { waitUntil } from '../../scripts/dev-stack/wait.js'
 
 /** Rounds of valid requests over every route, and valid requests each hostile variation is made of. */
@@ -105,5 +106,5 @@ async function atRest (stack: TestStack, targetId: string): Promise<void> {
   await waitForState(stack, targetId, 'running')
   // An instance destroyed before the list above may still have an operation to end: a stop
   // accepted as its delete ended runs after it (workflows/halt.ts).
-  await waitUntil('no operation in flight', async () => await operationsInFlight(stack) === 0, { timeoutMs: 120_000 })
+  await waitUntil('no operation in flight', async () => (await checkInvariants(stack.info)).operationsInFlight.length === 0, { timeoutMs: 120_000 })
 }

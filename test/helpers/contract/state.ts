@@ -20,13 +20,17 @@ export interface StackState {
 }
 
 export async function stateOf (stack: TestStack): Promise<StackState> {
+  const db = new pg.Client({ connectionString: stack.info.databaseUrl })
+  await db.connect()
   const rows: Record<string, string[]> = {}
-  await withDatabase(stack, async (db) => {
+  try {
     for (const table of TABLES) {
       const result = await db.query<{ row: string }>(`SELECT t::text AS row FROM ${table} t ORDER BY 1`)
       rows[table] = result.rows.map((r) => r.row)
     }
-  })
+  } finally {
+    await db.end()
+  }
   const agents: Record<string, unknown> = {}
   for (const host of stack.info.hosts) agents[host.id] = await agentRecords(host.url, stack.info.agentToken)
   return { rows, agents, vmmProcesses: (await findVmmProcesses(stack.dataDir)).sort((a, b) => a - b) }
@@ -36,20 +40,4 @@ export async function stateOf (stack: TestStack): Promise<StackState> {
 export async function agentRecords (agentUrl: string, token: string): Promise<unknown> {
   const agent = new HostAgentClient({ token, timeoutMs: 5000 })
   return { vmms: await agent.listVmms(agentUrl), strays: await agent.listStrays(agentUrl) }
-}
-
-/** Operations of any instance, destroyed ones included, that have not ended. */
-export async function operationsInFlight (stack: TestStack): Promise<number> {
-  return await withDatabase(stack, async (db) =>
-    (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM operations WHERE finished_at IS NULL')).rows[0]!.n)
-}
-
-async function withDatabase<T> (stack: TestStack, use: (db: pg.Client) => Promise<T>): Promise<T> {
-  const db = new pg.Client({ connectionString: stack.info.databaseUrl })
-  await db.connect()
-  try {
-    return await use(db)
-  } finally {
-    await db.end()
-  }
 }
