@@ -17,3 +17,10 @@ export const INSTANCE_STORAGE_PATCH = 'instance-storage'
  * instance `stopped` or `destroyed` again.
  */
 export const HALT_OF_DESTROYED_PATCH = 'halt-of-destroyed'
+
+/**
+ * A VMM PostgreSQL records gone is gone in an execution's memory too, whatever its generation: a
+ * host declared lost fences its VMMs without a generation, and an execution holding a newer answer
+ * of the lost host's agent kept them live, so a stop waited on them for ever (issue 25).
+ */
+export const RECORDED_END_IS_FINAL_PATCH = 'recorded-end-is-final'
