@@ -20,7 +20,8 @@
  *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
  * no workflow running for it, has its operation re-driven (`convergenceFor`); operations left
- * `running` with no execution running for their instance are closed as interrupted (I5).
+ * `running` with no execution running for their instance are closed as interrupted (I5); one whose
+ * active VMM was fenced with a lost host while its record still reads it live is told again.
  * The storage every host mounts, read through one active host: a disk no live disk row names,
  * a seed of an instance that is not live, and a file left half-made are removed once older than
  * the grace period (their rows come before them, and go after them, so none of these can be in
@@ -45,6 +46,7 @@ import {
 } from '../workflows/definitions.js'
 import type { OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
+import { tellLost } from './host-fencing.js'
 
 /** Counts of what a pass found and did, by kind. */
 export type ReconcileCounts = Record<string, number>
@@ -260,6 +262,31 @@ export function createReconciler (deps: ReconcilerDependencies) {
         closed.push(action)
       }
       return closed
+    },
+
+    /**
+     * Instances whose active VMM was fenced with its lost host while their record still reads it
+     * live (the fan-out's signal never reached them, activities/host-fencing.ts): told again,
+     * once untouched for the grace period.
+     */
+    async retellHostLosses (): Promise<string[]> {
+      const { rows } = await pool.query(
+        `SELECT ${VMM_COLUMNS}, i.name AS instance_name FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
+          WHERE v.state = 'lost' AND i.destroyed_at IS NULL
+            AND i.state IN ('starting', 'running', 'rebooting', 'stopping', 'migrating')
+            AND i.updated_at < now() - $1 * interval '1 millisecond'
+          ORDER BY i.updated_at LIMIT 500`,
+        [deps.orphanGraceMs]
+      )
+      const told: string[] = []
+      for (const row of rows) {
+        const vmm = toVmm(row)
+        await tellLost(vmm)
+        const action = `told instance ${row.instance_name} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
+        log.warn(action, { instanceId: vmm.instanceId })
+        told.push(action)
+      }
+      return told
     },
 
     /** Reservations still held for VMMs that are gone. */

@@ -24,3 +24,9 @@ export const HALT_OF_DESTROYED_PATCH = 'halt-of-destroyed'
  * of the lost host's agent kept them live, so a stop waited on them for ever (issue 25).
  */
 export const RECORDED_END_IS_FINAL_PATCH = 'recorded-end-is-final'
+
+/**
+ * A reconcile pass tells again every instance whose active VMM was fenced with a lost host while
+ * its record still reads it live: the fan-out of a host's loss may not have reached it (issue 25).
+ */
+export const HOST_LOSS_CATCH_UP_PATCH = 'host-loss-catch-up'
