@@ -5,7 +5,7 @@
  * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
  * workflows and retry policies branch on the type, never on the message.
  */
-import { ApplicationFailure } from '@temporalio/activity'
+import { ApplicationFailure, log } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
@@ -45,9 +45,12 @@ export interface PowerButtonInput extends VmmTarget {
 }
 
 /**
- * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts);
- * failures leave as Temporal failures typed by their error class. The worker heartbeats while
- * it waits (worker/activity-heartbeats.ts).
+ * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts):
+ * a failure that is no answer (`HostUnreachable`, `AgentMisconfigured`) counts as contact
+ * failing, an answer as contact working. Failures leave as Temporal failures typed by their error
+ * class. An agent that does not take the control plane's calls is logged as an error, naming the
+ * host and its URL: only an operator can fix it. The worker heartbeats while it waits
+ * (worker/activity-heartbeats.ts).
  */
 export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
   const agentUrl = await agentUrlOf(deps.pool, hostId)
@@ -58,13 +61,13 @@ export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, c
     return answer
   } catch (err) {
     if (!(err instanceof HostAgentError)) throw err
-    if (err.errorClass === 'HostUnreachable') await noteContactFailed(deps.pool, hostId, deps.unreachableAfterMs)
-    else await noteContactWorked(deps.pool, hostId)
-    throw ApplicationFailure.create({
-      type: err.errorClass,
-      message: err.message,
-      nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
-    })
+    const answered = NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
+    if (err.errorClass === 'AgentMisconfigured') {
+      log.error('the host agent does not take the control plane\'s calls; its setup needs an operator', { hostId, agentUrl, error: err.message })
+    }
+    if (answered) await noteContactWorked(deps.pool, hostId)
+    else await noteContactFailed(deps.pool, hostId, deps.unreachableAfterMs)
+    throw ApplicationFailure.create({ type: err.errorClass, message: err.message, nonRetryable: answered })
   }
 }
 

@@ -4,7 +4,7 @@
  *
  *   GET    /healthz                   liveness, no token
  *   GET    /v1/vmms                   every VMM the agent has a record of
- *   GET    /v1/vmms/:id               one VMM, 404 if the agent has no record of it
+ *   GET    /v1/vmms/:id               one VMM, 404 `VmmNotFound` if the agent has no record of it
  *   PUT    /v1/vmms/:id               ensure the VMM exists: record, spawn, create, boot (idempotent)
  *   POST   /v1/vmms/:id/power-button  ACPI power button; with a deadline, re-pressed until it, then killed
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
@@ -12,7 +12,7 @@
  *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
  *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
- *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
+ *   DELETE /v1/strays/:pid?startTime= kill one of them (404 `StrayNotFound` if it is not, or no longer, a stray)
  */
 import { z } from 'zod'
 import {
@@ -190,9 +190,15 @@ export const strayParamsSchema = z.strictObject({ pid: urlInteger(1, 2 ** 22) })
 /** The start time names the process: a PID reused since the listing is not the stray. */
 export const strayQuerySchema = z.strictObject({ startTime: z.string().regex(/^\d+$/) })
 
-/** The body of every error the agent returns. */
+/**
+ * The body of every error the agent returns. A 404 is the agent's answer that it has no such
+ * VMM or stray only when `error` says so (`AGENT_NOT_FOUND_ERRORS`); a route it does not have is
+ * a 404 `Not Found`, which says nothing about any VMM (docs/design.md §5).
+ */
 export const agentErrorSchema = z.object({
-  error: z.string(),
+  error: z.string().describe(
+    'the status\'s name (Bad Request, Conflict, …), except in the agent\'s own 404s: VmmNotFound (it has no record of the VMM) and StrayNotFound (the process is not, or no longer, a stray)'
+  ),
   message: z.string()
 })
 

@@ -81,7 +81,7 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
     schema: { params: strayParamsSchema, querystring: strayQuerySchema, response: { 200: z.object({ reaped: z.literal(true) }) } }
   }, async (request) => {
     if (!await supervisor.reapStray(request.params.pid, request.query.startTime)) {
-      throw notFound(`no stray VMM process ${request.params.pid} started at ${request.query.startTime}`)
+      throw notFound('stray', `no stray VMM process ${request.params.pid} started at ${request.query.startTime}`)
     }
     supervisor.log.warn({ pid: request.params.pid }, 'reaped a stray VMM process on request')
     return { reaped: true as const }

@@ -75,7 +75,7 @@ export class Supervisor {
   async get (id: string): Promise<VmmSupervisor> {
     await this.#ensuring.get(id)?.catch(() => {})
     const vmm = this.#vmms.get(id)
-    if (vmm === undefined) throw notFound(`no VMM ${id} on this host`)
+    if (vmm === undefined) throw notFound('vmm', `no VMM ${id} on this host`)
     return vmm
   }
 
@@ -136,7 +136,7 @@ export class Supervisor {
     const vmm = this.#vmms.get(id)
     if (vmm === undefined) {
       await this.context.store.fence(id)
-      throw notFound(`no VMM ${id} on this host; the ID is fenced and will never be created`)
+      throw notFound('vmm', `no VMM ${id} on this host; the ID is fenced and will never be created`)
     }
     return vmm
   }
