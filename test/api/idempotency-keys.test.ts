@@ -14,6 +14,7 @@ import assert from 'node:assert/strict'
 import { after, afterEach, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { OPERATOR_TOKEN, startInProcessApi, type InProcessApi } from '../helpers/api-server.js'
+import { whileInsertsFail } from '../helpers/database.js'
 
 const ALPHA = { name: 'alpha', cidr: '10.10.0.0/24' }
 const BETA = { name: 'beta', cidr: '10.20.0.0/24' }
@@ -95,18 +96,9 @@ describe('an Idempotency-Key, bound to its first request', { timeout: 2 * 60_000
 
   it('gives a claim whose request failed (5xx) back to that request only', async () => {
     const key = 'failed-request'
-    const db = api.database.pool
     // Every network's insert fails, as a PostgreSQL out of disk space would fail it.
-    await db.query(`CREATE FUNCTION refuse_networks () RETURNS trigger LANGUAGE plpgsql AS
-      $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device'; END $$`)
-    await db.query('CREATE TRIGGER refuse_networks BEFORE INSERT ON networks FOR EACH ROW EXECUTE FUNCTION refuse_networks()')
-    try {
-      const failed = await createNetwork(key, ALPHA)
-      assert.equal(failed.statusCode, 500, failed.body)
-    } finally {
-      await db.query('DROP TRIGGER refuse_networks ON networks')
-      await db.query('DROP FUNCTION refuse_networks()')
-    }
+    const failed = await whileInsertsFail(api.database.pool, 'networks', 'could not extend file: No space left on device', async () => await createNetwork(key, ALPHA))
+    assert.equal(failed.statusCode, 500, failed.body)
     const before = await stateOf(key)
 
     assertUsedForAnother(await createNetwork(key, BETA), key)
