@@ -17,3 +17,10 @@ export const INSTANCE_STORAGE_PATCH = 'instance-storage'
  * instance `stopped` or `destroyed` again.
  */
 export const HALT_OF_DESTROYED_PATCH = 'halt-of-destroyed'
+
+/**
+ * A drain ends `drained` only once every migration it asked for has its outcome, where it ended
+ * as soon as nothing was left on its host: a migration whose source was recorded gone before its
+ * operation's success was never counted migrated.
+ */
+export const DRAIN_AWAITS_OUTCOMES_PATCH = 'drain-awaits-outcomes'
