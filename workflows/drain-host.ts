@@ -27,14 +27,17 @@
  *
  * Its progress (found: the instances whose active VMM it found on the host; migrated; failed) is
  * written for `GET /v1/hosts` after each round that changed it. The history is kept short by
- * continuing as new when Temporal suggests it.
+ * continuing as new when Temporal suggests it, at the end of a round, and never once stopped: a
+ * stop is a flag of the run that took it, which a next run would not have. (No stop can arrive
+ * after that decision: Temporal refuses to close a run while a signal waits that its last task
+ * did not see, and the task runs again with the signal.)
  */
 import { condition, continueAsNew, patched, setHandler, uuid4, workflowInfo } from '@temporalio/workflow'
 import type { DrainProgress } from '../activities/drains.js'
 import type { MigrateRequest } from '../domain/requests.js'
 import { records } from './activities.js'
 import { stopDrainSignal, type DrainHostInput, type DrainState } from './definitions.js'
-import { DRAIN_AWAITS_OUTCOMES_PATCH } from './patches.js'
+import { DRAIN_AWAITS_OUTCOMES_PATCH, DRAIN_KEEPS_STOP_PATCH } from './patches.js'
 
 /** How often the drain looks at the host and at its migrations. */
 const ROUND_MS = 2000
@@ -78,7 +81,8 @@ export async function drainHost (input: DrainHostInput): Promise<DrainProgress['
       if (await records.requestMigration(request, instance) === 'started') state.inFlight[instance.id] = request.operationId
     }
     await report('draining')
-    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof drainHost>({ ...input, state })
+    // A stop taken this round ends the drain below; a next run would never hear of it.
+    if (workflowInfo().continueAsNewSuggested && !(stopped && patched(DRAIN_KEEPS_STOP_PATCH))) await continueAsNew<typeof drainHost>({ ...input, state })
     await condition(() => stopped, ROUND_MS)
   }
   await report('stopped')

@@ -24,3 +24,9 @@ export const HALT_OF_DESTROYED_PATCH = 'halt-of-destroyed'
  * operation's success was never counted migrated.
  */
 export const DRAIN_AWAITS_OUTCOMES_PATCH = 'drain-awaits-outcomes'
+
+/**
+ * A drain that took a stop never continues as new: it did when Temporal suggested it in the round
+ * the stop arrived in, and the next run, never told, drained on.
+ */
+export const DRAIN_KEEPS_STOP_PATCH = 'drain-keeps-stop'
