@@ -30,3 +30,14 @@ export const RECORDED_END_IS_FINAL_PATCH = 'recorded-end-is-final'
  * its record still reads it live: the fan-out of a host's loss may not have reached it (issue 25).
  */
 export const HOST_LOSS_CATCH_UP_PATCH = 'host-loss-catch-up'
+ * A drain ends `drained` only once every migration it asked for has its outcome, where it ended
+ * as soon as nothing was left on its host: a migration whose source was recorded gone before its
+ * operation's success was never counted migrated.
+ */
+export const DRAIN_AWAITS_OUTCOMES_PATCH = 'drain-awaits-outcomes'
+
+/**
+ * A drain that took a stop never continues as new: it did when Temporal suggested it in the round
+ * the stop arrived in, and the next run, never told, drained on.
+ */
+export const DRAIN_KEEPS_STOP_PATCH = 'drain-keeps-stop'
