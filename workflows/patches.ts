@@ -30,6 +30,8 @@ export const RECORDED_END_IS_FINAL_PATCH = 'recorded-end-is-final'
  * its record still reads it live: the fan-out of a host's loss may not have reached it (issue 25).
  */
 export const HOST_LOSS_CATCH_UP_PATCH = 'host-loss-catch-up'
+
+/**
  * A drain ends `drained` only once every migration it asked for has its outcome, where it ended
  * as soon as nothing was left on its host: a migration whose source was recorded gone before its
  * operation's success was never counted migrated.
