@@ -40,7 +40,10 @@ export interface CancelMigrationInput extends VmmTarget {
 }
 
 export interface PowerButtonInput extends VmmTarget {
-  /** ISO time at which the agent kills the VMM if the guest has not powered off. */
+  /**
+   * ISO time, by the control plane's clock, at which the VMM is killed if the guest has not
+   * powered off. The agent is told the time left until then (`killAfterMs`), not the time itself.
+   */
   deadline: string
 }
 
@@ -110,8 +113,17 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
       return toReport(view, input.hostId)
     },
 
+    /**
+     * Presses the power button and has the agent kill the VMM at the deadline. The host's clock is
+     * not the control plane's, so the agent is told the time left, reckoned here as the call
+     * leaves (each attempt anew; none left when the deadline has passed), and sets the deadline on
+     * its own clock when the call arrives: a skewed host still kills a grace period after the
+     * press, late only by the call's time in transit.
+     */
     async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
-      const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, {
+        killAfterMs: Math.max(0, Date.parse(input.deadline) - Date.now())
+      }))
       crashPoint('press.after-agent')
       return toReport(view, input.hostId)
     },

@@ -6,7 +6,7 @@
  *   GET    /v1/vmms                   every VMM the agent has a record of
  *   GET    /v1/vmms/:id               one VMM, 404 `VmmNotFound` if the agent has no record of it
  *   PUT    /v1/vmms/:id               ensure the VMM exists: record, spawn, create, boot (idempotent)
- *   POST   /v1/vmms/:id/power-button  ACPI power button; with a deadline, re-pressed until it, then killed
+ *   POST   /v1/vmms/:id/power-button  ACPI power button; with `killAfterMs`, re-pressed until then, then killed
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
  *   POST   /v1/vmms/:id/migration/send    send the VM to a migration's target (idempotent on the migration)
  *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
@@ -98,13 +98,18 @@ export const ensureVmmRequestSchema = z.strictObject({
 })
 export type EnsureVmmRequest = z.infer<typeof ensureVmmRequestSchema>
 
+/** The longest stop the agent is told of: a day, far past any grace period (at most an hour). */
+const MAX_KILL_AFTER_MS = 86_400_000
+
 export const powerButtonRequestSchema = z.strictObject({
   /**
-   * The stop's absolute deadline. The agent presses the power button now and again every few
-   * seconds, and kills the VMM at the deadline if it is still alive, even if it cannot reach
+   * How long from now the stop's grace period lasts, in milliseconds: a duration, not a time,
+   * because the host's clock is not the control plane's. The agent turns it into a deadline on
+   * its own clock when the request arrives, presses the power button now and again every few
+   * seconds, and kills the VMM at that deadline if it is still alive, even if it cannot reach
    * the control plane. An earlier deadline replaces a later one, never the reverse.
    */
-  deadline: z.iso.datetime({ offset: true }).optional()
+  killAfterMs: z.number().int().min(0).max(MAX_KILL_AFTER_MS).optional()
 })
 export type PowerButtonRequest = z.infer<typeof powerButtonRequestSchema>
 
@@ -156,6 +161,7 @@ export const vmmViewSchema = z.object({
   updatedAt: z.string(),
   reason: z.string().nullable(),
   exit: vmmExitSchema.nullable(),
+  /** When the agent kills the VMM unless it powers off first, by the host's clock. */
   stopDeadline: z.string().nullable(),
   /** Set while the VMM's API does not answer but its process lives: a condition, not death. */
   unresponsiveSince: z.string().nullable(),

@@ -5,10 +5,11 @@
  * earliest deadline wins and a delete among them turns the whole halt into a delete.
  *
  * For each VMM of the instance that is not confirmed gone:
- * 1. Graceful: the agent is asked to press the ACPI power button, and is told the deadline. The
- *    agent presses again every few seconds and kills the VMM itself at the deadline, so the kill
- *    happens on time even if this worker or Temporal is down at that moment. A lowered deadline
- *    is sent again.
+ * 1. Graceful: the agent is asked to press the ACPI power button, and is told the deadline (as
+ *    the time left: the activity reckons it on the control plane's clock, the agent sets it on
+ *    its own). The agent presses again every few seconds and kills the VMM itself at the
+ *    deadline, so the kill happens on time even if this worker or Temporal is down at that
+ *    moment. A lowered deadline is sent again.
  * 2. Wait, on a durable timer, for the VMM to end. The agent kills at the deadline; this waits a
  *    short backstop longer for its report.
  * 3. The kill branch, always: the agent kills the VMM if it still lives, waits for the process

@@ -2,7 +2,8 @@
  * The agent's HTTP API, exactly as `domain/host-agent-api.ts` documents it. Every parameter and
  * body is validated with its zod schema before a handler runs, so a malformed or hostile
  * request is refused before it can reach a VMM. A POST may come without a body (Fastify then
- * hands over `null`): a press without deadline, a reboot.
+ * hands over `null`): a press without deadline, a reboot. A press's `killAfterMs` becomes a
+ * deadline on this host's clock as the request arrives: the control plane's clock is not ours.
  */
 import { z } from 'zod'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
@@ -55,8 +56,8 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
   app.post('/v1/vmms/:id/power-button', {
     schema: { params, body: powerButtonRequestSchema.nullish(), response: view }
   }, async (request) => {
-    const deadline = request.body?.deadline
-    return await supervisor.pressPowerButton(request.params.id, deadline === undefined ? null : new Date(deadline))
+    const killAfterMs = request.body?.killAfterMs
+    return await supervisor.pressPowerButton(request.params.id, killAfterMs === undefined ? null : new Date(Date.now() + killAfterMs))
   })
 
   app.post('/v1/vmms/:id/reboot', {

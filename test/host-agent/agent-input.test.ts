@@ -152,9 +152,13 @@ describe('malformed and hostile requests', () => {
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...ensureBody(), instanceName: 'Not A DNS Label' })
   })
 
-  it('refuses a malformed deadline and a body on the reboot', async () => {
-    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: 'tomorrow' })
-    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: '2030-01-01T00:00:00Z', force: true })
+  it('refuses a malformed time to the kill, a time instead of one, and a body on the reboot', async () => {
+    for (const killAfterMs of ['1000', -1, 1.5, 86_400_001]) {
+      await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { killAfterMs })
+    }
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { killAfterMs: 1000, force: true })
+    // An absolute deadline, as agents before killAfterMs took: a time on another clock is refused.
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: '2030-01-01T00:00:00Z' })
     await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/reboot`, { now: true })
   })
 
@@ -164,7 +168,7 @@ describe('malformed and hostile requests', () => {
     await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=2000'))
     await expectStatus(409, 'POST', `/v1/vmms/${id}/reboot`)
     await agent.request('DELETE', `/v1/vmms/${id}`)
-    await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { deadline: new Date().toISOString() })
+    await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 0 })
   })
 
   it('left every VMM untouched', async () => {
