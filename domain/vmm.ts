@@ -66,10 +66,12 @@ export type MigrationRole = 'source' | 'target'
  *   runs here now) or `failed` (the receive failed or was cancelled; the VMM is killed, as a
  *   target VMM is single-use);
  * - source: `sending` (`vm.send-migration` recorded, then issued), `finished` (`migration-finished`:
- *   the process exits 0 next) or `failed` (`migration-failed`, or the send was refused: the VM
- *   runs on here).
+ *   the process exits 0 next), `failed` (`migration-failed` before the downtime began, or the send
+ *   was refused: the VM runs on here) or `held` (`migration-failed` once the downtime had begun:
+ *   the target may run the VM, so the agent has paused it here; the control plane says which
+ *   side has it, and the source is resumed, `failed`, or killed).
  */
-export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed'] as const
+export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed', 'held'] as const
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number]
 
 /** A VMM's half of a live migration, owned and reported by that VMM's agent. */

@@ -105,7 +105,7 @@ export function isFinalPhase (phase: MigrationPhase): boolean {
 }
 
 /** How far along its half each phase is: a half only moves to a later one. */
-const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, finished: 3, failed: 3 }
+const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
 
 /** The target's phase each receive event stands for. */
 const RECEIVE_EVENTS: Record<string, MigrationPhase | undefined> = {

@@ -1,0 +1,117 @@
+/**
+ * Watches, from every host agent at once, whether any instance runs its guest in two VMMs (I6),
+ * for the fault tests that move VMs (the drain under fire, the migration storm, the lost
+ * acknowledgement).
+ *
+ * What an agent's view says of a VMM's guest (docs/design.md §15):
+ * - a migration's target runs it only once its half is `finished` (the commit point); before,
+ *   it has no VM, and a `failed` target is killed;
+ * - a migration's source runs it while its half is `sending` (precopy; and, once its target has
+ *   finished, paused by Cloud Hypervisor for the downtime, unless the acknowledgement was lost
+ *   and Cloud Hypervisor resumed it: the agent alone tells the two apart, a reaction later) or
+ *   `failed` (resumed); not once `finished` (paused for good, it exits) or `held` (its agent
+ *   paused it after a send that failed past the downtime, until the control plane decides);
+ * - any other VMM that is not gone runs it (a `starting` one counts: its guest may be booting).
+ *
+ * So a source `sending` beside its `finished` target counts as a double: the sampler measures
+ * the window from the target's commit to the source's agent acting on its outcome, which is what
+ * the bound is about. A double is a window: consecutive samples that show the same instance
+ * running twice; its length runs from the first sample that shows it to the first that does not.
+ * An agent that does not answer (restarting, or cut off) is skipped for that sample, and counted.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import { HostAgentClient } from '../../activities/host-agent-client.js'
+import type { VmmView } from '../../domain/host-agent-api.js'
+import { isTerminalVmmState } from '../../domain/vmm.js'
+import type { TestStack } from './stack.js'
+
+/** The window the invariant tolerates: at most the source agent's reaction to its send's outcome. */
+export const DOUBLE_RUN_BOUND_MS = 500
+
+export function runsGuest (vmm: VmmView): boolean {
+  if (isTerminalVmmState(vmm.state)) return false
+  const half = vmm.migration
+  if (half === null || half === undefined) return true
+  if (half.role === 'target') return half.phase === 'finished'
+  return half.phase === 'sending' || half.phase === 'failed'
+}
+
+export interface DoubleRun {
+  instanceId: string
+  /** The VMMs seen running the guest, as `<vmm> on <host> (<role> <phase>)`. */
+  vmms: string[]
+  startedAt: number
+  /** When the last sample showing it was taken; null while it lasts. */
+  endedAt: number | null
+  /** From the first sample that showed it to the first that did not. */
+  durationMs: number
+}
+
+export interface SamplerReport {
+  samples: number
+  /** Agent reads that got no answer (the agent restarting, or its host cut off). */
+  skipped: number
+  doubles: DoubleRun[]
+  /** The longest double, in ms (0 without any). */
+  longestMs: number
+}
+
+export interface GuestSampler {
+  stop: () => Promise<SamplerReport>
+}
+
+/** Samples every agent of the stack every `intervalMs` until stopped. */
+export function sampleGuests (stack: TestStack, intervalMs = 100): GuestSampler {
+  const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 1000 })
+  const doubles: DoubleRun[] = []
+  const open = new Map<string, DoubleRun>()
+  let samples = 0
+  let skipped = 0
+  const stopped = new AbortController()
+  const loop = (async () => {
+    while (!stopped.signal.aborted) {
+      const at = Date.now()
+      const running = new Map<string, VmmView[]>()
+      await Promise.all(stack.info.hosts.map(async (host) => {
+        try {
+          for (const vmm of await agents.listVmms(host.url)) {
+            if (runsGuest(vmm)) running.set(vmm.instanceId, [...running.get(vmm.instanceId) ?? [], vmm])
+          }
+        } catch {
+          skipped++
+        }
+      }))
+      samples++
+      const now = Date.now()
+      for (const [instanceId, run] of open) {
+        if ((running.get(instanceId)?.length ?? 0) > 1) continue
+        run.endedAt = at
+        run.durationMs = at - run.startedAt
+        open.delete(instanceId)
+      }
+      for (const [instanceId, vmms] of running) {
+        if (vmms.length < 2) continue
+        const run = open.get(instanceId)
+        if (run !== undefined) {
+          run.durationMs = now - run.startedAt
+          continue
+        }
+        const started: DoubleRun = { instanceId, vmms: vmms.map(describe), startedAt: at, endedAt: null, durationMs: 0 }
+        open.set(instanceId, started)
+        doubles.push(started)
+      }
+      await sleep(intervalMs)
+    }
+  })()
+  return {
+    stop: async () => {
+      stopped.abort()
+      await loop
+      return { samples, skipped, doubles, longestMs: Math.max(0, ...doubles.map((d) => d.durationMs)) }
+    }
+  }
+}
+
+function describe (vmm: VmmView): string {
+  return `${vmm.id} on ${vmm.hostId} (${vmm.migration === null || vmm.migration === undefined ? 'no migration' : `${vmm.migration.role} ${vmm.migration.phase}`})`
+}
