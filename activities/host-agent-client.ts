@@ -25,7 +25,7 @@ import {
   vmmListSchema,
   vmmViewSchema,
   type BaseImage,
-  type CancelMigrationRequest,
+  type MigrationOfCall,
   type EnsureVmmRequest,
   type PowerButtonRequest,
   type SendMigrationRequest,
@@ -59,8 +59,13 @@ export class HostAgentClient {
    * (too late, the migration stands) or a concluded VMM. A VMM the agent has no record of is 404
    * (`VmmNotFound`), and fenced: its ensure can no longer create it.
    */
-  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
+  async cancelMigration (agentUrl: string, vmmId: string, request: MigrationOfCall): Promise<VmmView> {
     return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
+  }
+
+  /** Resumes a migration's source its agent held paused (its half `held`): the view shows it `failed`, the VM running on. */
+  async resumeHeldSource (agentUrl: string, vmmId: string, request: MigrationOfCall): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/resume`, request, vmmViewSchema)
   }
 
   async getVmm (agentUrl: string, vmmId: string): Promise<VmmView> {

@@ -10,6 +10,7 @@
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
  *   POST   /v1/vmms/:id/migration/send    send the VM to a migration's target (idempotent on the migration)
  *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
+ *   POST   /v1/vmms/:id/migration/resume  resume a migration's source held paused: the target does not have the VM
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
  *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
  *   DELETE /v1/strays/:pid?startTime= kill one of them (404 `StrayNotFound` if it is not, or no longer, a stray)
@@ -127,8 +128,9 @@ export const sendMigrationRequestSchema = z.strictObject({
 })
 export type SendMigrationRequest = z.infer<typeof sendMigrationRequestSchema>
 
-export const cancelMigrationRequestSchema = z.strictObject({ migrationId: z.uuid() })
-export type CancelMigrationRequest = z.infer<typeof cancelMigrationRequestSchema>
+/** Names the migration a call about one half is for: the agent refuses a call about another. */
+export const migrationOfCallSchema = z.strictObject({ migrationId: z.uuid() })
+export type MigrationOfCall = z.infer<typeof migrationOfCallSchema>
 
 export const vmmMigrationSchema = z.object({
   id: z.uuid(),

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import type { Registry } from 'prom-client'
 import {
   agentHealthSchema,
-  cancelMigrationRequestSchema,
+  migrationOfCallSchema,
   ensureVmmRequestSchema,
   powerButtonRequestSchema,
   sendMigrationRequestSchema,
@@ -69,8 +69,12 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
   }, async (request) => await supervisor.sendMigration(request.params.id, request.body))
 
   app.post('/v1/vmms/:id/migration/cancel', {
-    schema: { params, body: cancelMigrationRequestSchema, response: view }
+    schema: { params, body: migrationOfCallSchema, response: view }
   }, async (request) => await supervisor.cancelMigration(request.params.id, request.body))
+
+  app.post('/v1/vmms/:id/migration/resume', {
+    schema: { params, body: migrationOfCallSchema, response: view }
+  }, async (request) => await supervisor.resumeHeldSource(request.params.id, request.body))
 
   app.delete('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
     return await supervisor.destroy(request.params.id)
