@@ -35,7 +35,8 @@ export interface SendMigrationInput extends VmmTarget {
   timeoutS: number
 }
 
-export interface CancelMigrationInput extends VmmTarget {
+/** A call about one half of a migration: the agent refuses it for another migration. */
+export interface MigrationHalfInput extends VmmTarget {
   migrationId: string
 }
 
@@ -107,9 +108,15 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * `finished` (too late: the migration stands) or a concluded VMM. An agent with no record of
      * the VMM fails it `VmmNotFound`, having fenced the ID so that no later ensure creates it.
      */
-    async cancelIncomingMigration (input: CancelMigrationInput): Promise<VmmReport> {
+    async cancelIncomingMigration (input: MigrationHalfInput): Promise<VmmReport> {
       const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
       crashPoint('cancel.after-agent')
+      return toReport(view, input.hostId)
+    },
+
+    /** Has a migration's source, held paused by its agent, resume the VM: the target does not have it. */
+    async resumeHeldSource (input: MigrationHalfInput): Promise<VmmReport> {
+      const view = await onAgent(deps, input.hostId, (url) => client.resumeHeldSource(url, input.vmmId, { migrationId: input.migrationId }))
       return toReport(view, input.hostId)
     },
 

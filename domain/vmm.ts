@@ -74,6 +74,11 @@ export type MigrationRole = 'source' | 'target'
 export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed', 'held'] as const
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number]
 
+/** A half that has finished or failed moves no more (a `held` source still waits for the control plane). */
+export function isFinalPhase (phase: MigrationPhase): boolean {
+  return phase === 'finished' || phase === 'failed'
+}
+
 /** A VMM's half of a live migration, owned and reported by that VMM's agent. */
 export interface VmmMigration {
   /** The migration's ID: the ID of the migrate operation. */

@@ -204,6 +204,11 @@ export class InstanceExecution {
     return this.migrationCancels.get(migrationId) ?? null
   }
 
+  /** Takes in a VMM's record read from PostgreSQL (one the snapshot leaves out, gone, say). */
+  remember (vmm: VmmRecord): void {
+    this.vmms.remember(vmm)
+  }
+
   /** Takes in an agent's answer exactly like a report it sent. */
   observe (report: VmmReport | null): void {
     if (report !== null) this.vmms.take(report)

@@ -43,3 +43,18 @@ export const DRAIN_AWAITS_OUTCOMES_PATCH = 'drain-awaits-outcomes'
  * the stop arrived in, and the next run, never told, drained on.
  */
 export const DRAIN_KEEPS_STOP_PATCH = 'drain-keeps-stop'
+
+/**
+ * A migrate execution that finds its migration recorded (reset, retried, continued as new) resumes
+ * from the record: the source it recorded, not the instance's active VMM, which after the commit
+ * is the target, and which it killed as the source (issue 25).
+ */
+export const MIGRATE_RESUMES_FROM_RECORD_PATCH = 'migrate-resumes-from-record'
+
+/**
+ * The guest runs in one place (issue 25): a migration's send and cancel calls no longer hold up
+ * the reading of both sides (a commit, a cancel or a timeout while a host is away), a source is
+ * killed once its target has the VM instead of 10 s later, and a source its agent holds paused is
+ * resumed when the target does not have the VM.
+ */
+export const ONE_GUEST_ONE_PLACE_PATCH = 'one-guest-one-place'

@@ -75,7 +75,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
-import { isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
+import { isFinalPhase, isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -115,10 +115,6 @@ export interface MigrationSettings {
   transport: MigrationTransport
   /** Called once per half that ends (the agent's metrics count them). */
   onEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
-}
-
-export function isFinalPhase (phase: MigrationPhase): boolean {
-  return phase === 'finished' || phase === 'failed'
 }
 
 /** How far along its half each phase is: a half only moves to a later one. */

@@ -9,12 +9,12 @@ import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'
 import { ApplicationFailure } from '@temporalio/activity'
 import type { OperationSettings } from '../../activities/index.js'
-import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../../activities/instance-records.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, RecordedMigration } from '../../activities/instance-records.js'
 import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
-import type { CancelMigrationInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { MigrationHalfInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
-import type { MigrationStatus } from '../../domain/migration.js'
+import { MIGRATION_STATUSES, type MigrationStatus } from '../../domain/migration.js'
 import { reportDelivery } from '../../workflows/definitions.js'
 import { concludedReport, isTerminalVmmState, withReport, type MigrationPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
 
@@ -41,7 +41,7 @@ export class WorkflowWorld {
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** Each migration's phases, in the order they were recorded, and its target. */
-  readonly migrations = new Map<string, { phases: MigrationStatus[], targetVmmId: string | null, cancelRequested: boolean }>()
+  readonly migrations = new Map<string, { phases: MigrationStatus[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
   /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
@@ -55,7 +55,8 @@ export class WorkflowWorld {
   temporal: { client: Client, taskQueue: string } | null = null
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
   afterDecision: (decision: string) => Promise<void> = async () => {}
-  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm' | 'sendMigration' | 'cancelIncomingMigration', AgentAnswer> = {
+  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm' | 'sendMigration' | 'cancelIncomingMigration' | 'resumeHeldSource', AgentAnswer> = {
+    resumeHeldSource: (vmm) => this.report(vmm, 'running', null, this.half(vmm, 'source', 'failed')),
     ensureVmm: (vmm) => this.report(vmm, 'starting'),
     sendMigration: (vmm) => this.report(vmm, vmm.state, null, this.half(vmm, 'source', 'sending')),
     cancelIncomingMigration: (vmm) => vmm.migration?.phase === 'finished'
@@ -182,8 +183,10 @@ export class WorkflowWorld {
   }
 
   private recordMigration (update: NonNullable<InstanceChange['migration']>): void {
-    const known = this.migrations.get(update.id) ?? { phases: [], targetVmmId: null, cancelRequested: false }
+    const known = this.migrations.get(update.id) ?? { phases: [], sourceVmmId: null, targetVmmId: null, cancelRequested: false, reason: null }
     known.phases.push(update.phase)
+    if (update.source !== undefined) known.sourceVmmId = update.source.vmmId
+    if (update.reason != null) known.reason = update.reason
     if (update.cancelRequested === true) known.cancelRequested = true
     this.migrations.set(update.id, known)
   }
@@ -249,7 +252,20 @@ export class WorkflowWorld {
         return { placed: true, vmmId, hostId: this.vmms.get(vmmId)!.hostId, snapshot: placed.snapshot }
       },
       sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
-      cancelIncomingMigration: async (input: CancelMigrationInput) => this.agentCall('cancelIncomingMigration', input),
+      cancelIncomingMigration: async (input: MigrationHalfInput) => this.agentCall('cancelIncomingMigration', input),
+      resumeHeldSource: async (input: MigrationHalfInput) => this.agentCall('resumeHeldSource', input),
+      readMigration: async (migrationId: string): Promise<RecordedMigration | null> => {
+        const known = this.migrations.get(migrationId)
+        if (known === undefined) return null
+        return {
+          id: migrationId,
+          phase: known.phases.reduce((a, b) => MIGRATION_STATUSES.indexOf(b) > MIGRATION_STATUSES.indexOf(a) ? b : a),
+          reason: known.reason,
+          cancelRequested: known.cancelRequested,
+          source: this.vmms.get(known.sourceVmmId!)!,
+          target: known.targetVmmId === null ? null : this.vmms.get(known.targetVmmId) ?? null
+        }
+      },
       ensureVmm: async (input: EnsureVmmInput) => this.agentCall('ensureVmm', input),
       describeVmm: async (input: VmmTarget) => this.agentCall('describeVmm', input),
       destroyVmm: async (input: VmmTarget) => this.agentCall('destroyVmm', input),
