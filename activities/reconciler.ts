@@ -44,7 +44,7 @@ import {
   reportDelivery,
   WORKFLOW_TYPES
 } from '../workflows/definitions.js'
-import type { OperationRequest } from '../domain/requests.js'
+import type { MigrateRequest, OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 import { tellLost } from './host-fencing.js'
 
@@ -204,7 +204,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const { rows } = await pool.query(
         `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
           WHERE i.updated_at < now() - $1 * interval '1 millisecond'
-            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting')
+            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting', 'migrating')
               OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
               OR (i.intended_state = 'stopped' AND i.state = 'running')
               OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
@@ -224,13 +224,21 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const kind = convergenceFor(instance.state, instance.intendedState)
       if (kind === null) return null
       const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
-      const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
-      await closeAbandonedOperationsOf(pool, instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
+      let request: OperationRequest
+      if (kind === 'migrate') {
+        // The migration's own operation, carried on from its record (workflows/migrate.ts).
+        const migration = await liveMigrationOf(pool, instance.id)
+        if (migration === null) return null
+        request = migration
+      } else {
+        request = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
+        await closeAbandonedOperationsOf(pool, instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
+      }
       const options = operationStart(request, instance, activityInfo().taskQueue)
       let runId: string
       try {
-        runId = request.kind === 'start'
-          ? (await temporal.workflow.start(WORKFLOW_TYPES.start, { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
+        runId = request.kind === 'start' || request.kind === 'migrate'
+          ? (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
           : (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], { ...options, signal: haltRequestedSignal, signalArgs: [request] })).signaledRunId
       } catch (err) {
         if (err instanceof WorkflowExecutionAlreadyStartedError) return null
@@ -389,6 +397,20 @@ async function closeIfAbandoned (pool: Pool, op: OperationInFlight, why: string)
 async function closeAbandonedOperationsOf (pool: Pool, instanceId: string, why: string): Promise<void> {
   const { rows } = await pool.query(`SELECT ${OPERATION_IN_FLIGHT} FROM operations WHERE instance_id = $1 AND finished_at IS NULL`, [instanceId])
   for (const op of rows as OperationInFlight[]) await closeIfAbandoned(pool, op, why)
+}
+
+/** The request of the instance's migration that has not ended, to carry it on; null without one. */
+async function liveMigrationOf (pool: Pool, instanceId: string): Promise<MigrateRequest | null> {
+  const { rows } = await pool.query('SELECT id, requested_host_id, started_at FROM migrations WHERE instance_id = $1 AND finished_at IS NULL', [instanceId])
+  if (rows.length === 0) return null
+  const [row] = rows
+  return {
+    kind: 'migrate',
+    operationId: row.id,
+    instanceId,
+    requestedAt: new Date(row.started_at).toISOString(),
+    ...(row.requested_host_id === null ? {} : { targetHostId: row.requested_host_id })
+  }
 }
 
 /** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */

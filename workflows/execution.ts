@@ -34,12 +34,14 @@
  * what people see.
  */
 import {
+  ActivityFailure,
   allHandlersFinished,
   CancellationScope,
   condition,
   isCancellation,
   log,
   makeContinueAsNewFunc,
+  patched,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -76,7 +78,8 @@ import { recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
-import { start } from './start.js'
+import { describeFailure, start } from './start.js'
+import { OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
 import { VmmBook } from './vmm-book.js'
 
 /** A change as operations describe it; `change` adds the instance, times and reports. */
@@ -381,8 +384,9 @@ export class InstanceExecution {
     try {
       await scope.run(() => this.runBody(request))
     } catch (err) {
-      if (!isCancellation(err) || !this.halts.any) throw err
-      await this.supersede(request)
+      if (isCancellation(err) && this.halts.any) await this.supersede(request)
+      else if (err instanceof ActivityFailure && patched(OPERATION_OUTLIVES_FAILURE_PATCH)) await this.interrupt(request, err)
+      else throw err
     } finally {
       this.current = null
       this.bodyScope = null
@@ -397,6 +401,26 @@ export class InstanceExecution {
       case 'reboot': return await reboot(this, request)
       case 'migrate': return await migrate(this, request)
     }
+  }
+
+  /**
+   * An activity's failure escaped the operation (a refusal it had no answer for): the operation
+   * ends, never the execution, which goes on to settle the instance and take in what arrives. A
+   * migration's outcome is decided by both its sides, so one that cannot go on is left running,
+   * for the reconciler to carry on from its record (activities/reconciler.ts): recording it failed
+   * while its target may commit would be a lie.
+   */
+  private async interrupt (request: Exclude<OperationRequest, HaltRequest>, err: ActivityFailure): Promise<void> {
+    const message = `${request.kind} interrupted by a failure it has no answer for: ${describeFailure(err)}`
+    log.error(message, { operationId: request.operationId })
+    this.enterPhase('interrupted', message)
+    if (request.kind === 'migrate') return
+    await this.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message,
+      operation: { request, status: 'failed', error: { code: 'Interrupted', message } }
+    })
   }
 
   private async supersede (request: OperationRequest): Promise<void> {
@@ -482,6 +506,9 @@ export class InstanceExecution {
     const vmm = this.activeVmm()
     const state = this.instance.state
     if (vmm === null || state === 'destroyed' || state === 'stopped' || state === 'failed') return
+    // A migration left unfinished is carried on from its record, which decides where the VM runs:
+    // its source may be held paused, and reads `running` all the same.
+    if (state === 'migrating' && !isTerminalVmmState(vmm.state) && patched(OPERATION_OUTLIVES_FAILURE_PATCH)) return
     if (isTerminalVmmState(vmm.state)) {
       const outcome = outcomeOfVmmEnd(vmm)
       const restart = planRestart(this.instance, vmm, outcome, this.settings, Date.now())

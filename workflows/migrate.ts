@@ -54,7 +54,7 @@ import { agents, reads } from './activities.js'
 import type { ChangeInput, InstanceExecution } from './execution.js'
 import { MIGRATE_RESUMES_FROM_RECORD_PATCH, ONE_GUEST_ONE_PLACE_PATCH } from './patches.js'
 import { describeFailure } from './start.js'
-import { destroyOnHost } from './vmm-actions.js'
+import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
 /** After the commit point, how long a source that handed the VM over has to exit by itself before it is killed. */
 const SOURCE_EXIT_WAIT_MS = 10_000
@@ -384,7 +384,7 @@ class Migration {
     const settled = (): boolean => this.half(vmmId)?.phase === 'finished' || this.execution.isGone(vmmId)
     while (!settled()) {
       if (await this.execution.waitFor(settled, this.execution.settings.migration.progressTimeoutMs)) break
-      this.execution.observe(await agents.describeVmm({ hostId, vmmId }))
+      await describeOnHost(this.execution, { hostId, vmmId })
     }
   }
 
@@ -469,7 +469,7 @@ class Migration {
     const unheard = (): boolean => this.onePlace && this.sendIssued && this.half(this.source.id) === null
     const settled = (): boolean => this.execution.isGone(this.source.id) || (!unheard() && this.half(this.source.id)?.phase !== 'sending')
     if (!await this.execution.waitFor(settled, SOURCE_SETTLE_WAIT_MS)) {
-      this.execution.observe(await agents.describeVmm({ hostId: this.source.hostId, vmmId: this.source.id }))
+      await describeOnHost(this.execution, { hostId: this.source.hostId, vmmId: this.source.id })
     }
     if (this.half(this.source.id)?.phase === 'held' && !this.execution.isGone(this.source.id)) {
       this.execution.enterPhase('cancelling', `the target does not have the VM; resuming it on ${this.source.hostId}`)

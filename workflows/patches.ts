@@ -58,3 +58,16 @@ export const MIGRATE_RESUMES_FROM_RECORD_PATCH = 'migrate-resumes-from-record'
  * resumed when the target does not have the VM.
  */
 export const ONE_GUEST_ONE_PLACE_PATCH = 'one-guest-one-place'
+
+/**
+ * An agent's refusal to describe a VMM is no news: the operation goes on as if it had not asked,
+ * where the refusal escaped the operation and failed the whole execution (issue 25).
+ */
+export const REFUSED_DESCRIBE_IS_NO_NEWS_PATCH = 'refused-describe-is-no-news'
+
+/**
+ * An activity's failure that escapes an operation ends that operation (`Interrupted`; a migration
+ * is left for the reconciler to carry on), never the whole execution, which then settled nothing
+ * and left the instance as it was, a migration for good (issue 25).
+ */
+export const OPERATION_OUTLIVES_FAILURE_PATCH = 'operation-outlives-failure'

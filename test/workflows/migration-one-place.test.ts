@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
+import { ApplicationFailure } from '@temporalio/activity'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client'
 import type { CreateRequest, MigrateRequest } from '../../domain/requests.js'
@@ -166,5 +167,36 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
     assert.equal(vmm(target).state, 'running')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
     assert.equal(world.instances.get(instanceId)!.state, 'running')
+  })
+
+  it('an agent that refuses to describe the target while the source has handed the VM over is no news: the migration waits and commits', async () => {
+    const instanceId = await runningInstance()
+    const { request, handle, source, target } = await startMigration(instanceId)
+    await until('the send is issued', () => called('sendMigration', source))
+    world.agent.describeVmm = () => { throw ApplicationFailure.nonRetryable('400 bad request', 'InvalidRequest') }
+    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
+    await until('the target is asked about', () => called('describeVmm', target), 10_000)
+    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await handle.result()
+    assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
+    assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
+  })
+
+  it('a failure that escapes a migration ends its execution, not in failure, and leaves the migration to be carried on', async () => {
+    const instanceId = await runningInstance()
+    world.agent.resumeHeldSource = () => { throw ApplicationFailure.nonRetryable('409 not held', 'HostRefused') }
+    try {
+      const { request, handle, source, target } = await startMigration(instanceId)
+      await until('the send is issued', () => called('sendMigration', source))
+      await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
+      await deliver(vmm(target), 'failed', { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, world.half(vmm(target), 'target', 'failed'))
+      await handle.result()
+      assert.equal(world.operations.get(request.operationId)!.status, 'running', 'no outcome is recorded that both sides have not decided')
+      assert.equal(world.instances.get(instanceId)!.state, 'migrating')
+      const { type, status } = await handle.describe()
+      assert.deepEqual([type, status.name], ['migrateInstance', 'COMPLETED'])
+    } finally {
+      world.agent.resumeHeldSource = (v) => world.report(v, 'running', null, world.half(v, 'source', 'failed'))
+    }
   })
 })
