@@ -27,6 +27,13 @@ export interface OperationSettings extends RestartBackoff {
   orphanGraceMs: number
   /** Absent in histories recorded before live migration existed, whose executions never migrate. */
   migration: MigrationSettings
+  /** When a halt continues as new (workflows/execution.ts); absent in histories recorded before it did. */
+  history?: HistoryLimits
+}
+
+export interface HistoryLimits {
+  continueAsNewAfterEvents: number
+  minGrowthEvents: number
 }
 
 export interface ActivityDependencies {

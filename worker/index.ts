@@ -96,7 +96,8 @@ export function workerActivities (config: WorkerConfig, pool: Pool): Activities 
       restartBackoffMaxMs: config.restartBackoffMaxMs,
       restartResetMs: config.restartResetMs,
       orphanGraceMs: config.orphanGraceMs,
-      migration: config.migration
+      migration: config.migration,
+      history: config.history
     }
   })
 }

@@ -52,7 +52,7 @@ import {
 import type { SearchAttributePair } from '@temporalio/common'
 import type { ChangeEvent, ChangeResult, InstanceChange, InstanceFields, InstanceSnapshot, MigrationUpdate } from '../activities/instance-records.js'
 import type { MigrationTarget } from '../activities/vmm-records.js'
-import type { OperationSettings } from '../activities/index.js'
+import type { HistoryLimits, OperationSettings } from '../activities/index.js'
 import { decisionKeys } from '../domain/decisions.js'
 import type { Instance, InstanceError } from '../domain/instance.js'
 import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
@@ -79,7 +79,7 @@ import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 import { describeFailure, start } from './start.js'
-import { OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
+import { HALTS_CONTINUE_AS_NEW_PATCH, OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
 import { VmmBook } from './vmm-book.js'
 
 /** A change as operations describe it; `change` adds the instance, times and reports. */
@@ -453,21 +453,26 @@ export class InstanceExecution {
     for (;;) {
       restart = await this.runWhatArrived()
       await condition(allHandlersFinished)
-      for (const request of this.refusedHandoffs.splice(0)) {
-        const message = `${request.kind} refused: another request was already waiting to run`
-        await this.change({
-          decision: decisionKeys.finished(request.operationId),
-          kind: 'operation-finished',
-          message,
-          operation: { request, status: 'failed', error: { code: 'Conflict', message } }
-        })
-      }
+      await this.recordRefusedHandoffs()
       if (this.recorded()) break
     }
     const [halt, ...others] = this.halts.takeAll()
     if (halt !== undefined) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[halt.kind] })(halt, ...others)
     if (this.handoff !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[this.handoff.kind] })(this.handoff)
     if (restart !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES.start })(restart)
+  }
+
+  /** Records each start, reboot or migrate refused because another was already waiting to run. */
+  private async recordRefusedHandoffs (): Promise<void> {
+    for (const request of this.refusedHandoffs.splice(0)) {
+      const message = `${request.kind} refused: another request was already waiting to run`
+      await this.change({
+        decision: decisionKeys.finished(request.operationId),
+        kind: 'operation-finished',
+        message,
+        operation: { request, status: 'failed', error: { code: 'Conflict', message } }
+      })
+    }
   }
 
   /**
@@ -485,7 +490,7 @@ export class InstanceExecution {
       if (runsHalts()) {
         this.setOperation({ kind: this.halts.kind(), operationId: this.halts.pending[0].operationId })
         this.operating = true
-        await halt(this).finally(() => { this.operating = false })
+        await this.runHalt().finally(() => { this.operating = false })
         continue
       }
       await this.settle()
@@ -495,6 +500,45 @@ export class InstanceExecution {
       const restart = await awaitRestart(this.instance, () => !this.recorded() || this.halts.any || this.handoff !== null)
       if (restart !== null || this.instance.restartAt === null) return restart
     }
+  }
+
+  /**
+   * Runs the halt. A halt may wait long on a host that does not answer (I2), and take in a flood of
+   * stops, deletes and reports meanwhile; once the history is long (`historyIsLong`) it continues
+   * as a new execution carrying every halt it holds. A halt runs again from its start as it would after a reset: each of its writes finds
+   * its decision recorded, and its calls to agents are the same (the same deadline, the same kill).
+   */
+  private async runHalt (): Promise<void> {
+    if (!patched(HALTS_CONTINUE_AS_NEW_PATCH)) {
+      await halt(this)
+      return
+    }
+    const scope = new CancellationScope()
+    let tooLong = false
+    const watch = new CancellationScope()
+    const limits = this.settings.history ?? DEFAULT_HISTORY_LIMITS
+    // What the run adds while the halt waits counts, not what it took to begin it (a run that
+    // carries many halts records each one's start again).
+    let waitingSince: number | null = null
+    watch.run(() => condition(() => waitingSince !== null && historyIsLong(limits, waitingSince))).then(() => { tooLong = true; scope.cancel() }, () => {})
+    try {
+      await scope.run(() => halt(this, () => { waitingSince = workflowInfo().historyLength }))
+    } catch (err) {
+      if (!(tooLong && isCancellation(err))) throw err
+      await this.continueHaltsAsNew()
+    } finally {
+      watch.cancel()
+    }
+  }
+
+  /** Records what is owed (refused hand-overs, reports), then continues as new with every halt held. */
+  private async continueHaltsAsNew (): Promise<never> {
+    await this.recordRefusedHandoffs()
+    await condition(() => this.writesInFlight === 0)
+    await this.recordReports()
+    const [first, ...others] = this.halts.takeAll()
+    log.info('the history is long: continuing as new with the halts held', { halts: others.length + 1 })
+    return await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[first!.kind] })(first, ...others)
   }
 
   /**
@@ -543,6 +587,15 @@ export class InstanceExecution {
     this.operation = operation
     showInSearch([{ key: OperationKey, value: operation.kind }])
   }
+}
+
+/** For settings recorded before they named them: config/index.ts `history`. */
+const DEFAULT_HISTORY_LIMITS: HistoryLimits = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 }
+
+/** Whether a run is to continue as new: its history is long, and it grew by enough since `began`. */
+function historyIsLong (limits: HistoryLimits, began: number): boolean {
+  const { continueAsNewSuggested, historyLength } = workflowInfo()
+  return (continueAsNewSuggested || historyLength >= limits.continueAsNewAfterEvents) && historyLength - began >= limits.minGrowthEvents
 }
 
 /**

@@ -34,7 +34,8 @@ import type { InstanceExecution } from './execution.js'
 import { HALT_OF_DESTROYED_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
-export async function halt (execution: InstanceExecution): Promise<void> {
+/** `onWaiting`: called once the halt's operations are recorded started and it waits for the VMMs. */
+export async function halt (execution: InstanceExecution, onWaiting: () => void = () => {}): Promise<void> {
   if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
     await recordServed(execution, [...execution.halts.pending], 'done: the instance was already destroyed')
     return
@@ -44,6 +45,7 @@ export async function halt (execution: InstanceExecution): Promise<void> {
   execution.enterPhase('stopping', stoppingDetail(execution))
   const started = new Set<string>()
   await recordStarted(execution, started)
+  onWaiting()
   const vmms = execution.liveVmms()
   await Promise.all(vmms.map(async (vmm) => { await stopVmm(execution, vmm) }))
   // Halts that arrived while this one ran are served by it too.

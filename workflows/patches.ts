@@ -71,3 +71,24 @@ export const REFUSED_DESCRIBE_IS_NO_NEWS_PATCH = 'refused-describe-is-no-news'
  * and left the instance as it was, a migration for good (issue 25).
  */
 export const OPERATION_OUTLIVES_FAILURE_PATCH = 'operation-outlives-failure'
+
+/**
+ * A halt continues as new once the history is long, carrying every halt it holds: one that waited
+ * on an unreachable host for days, or took in a flood of requests, reached Temporal's limits
+ * (issue 25).
+ */
+export const HALTS_CONTINUE_AS_NEW_PATCH = 'halts-continue-as-new'
+
+/**
+ * Each series of attempts of a call is twice as long as the one before, from 2 minutes up to 6
+ * hours, where every series took 2 minutes and a wait on an unreachable host grew the history
+ * to Temporal's limit in 9 days (issue 25).
+ */
+export const GROWING_SERIES_PATCH = 'growing-series'
+
+/**
+ * A series of attempts that runs out of time ends with its last attempt's failure and the retry
+ * state TIMEOUT, not always a timeout failure: it is followed by a new series too, where it
+ * escaped and failed the execution (a stop waiting on an unreachable host, after 2 minutes).
+ */
+export const SERIES_OUT_OF_TIME_PATCH = 'series-out-of-time'

@@ -31,9 +31,10 @@ export async function startLocalTemporal (extraArgs: string[] = []): Promise<Tes
   })
 }
 
-export async function startWorkflowEnvironment (taskQueue: string): Promise<WorkflowEnvironment> {
+/** `serverArgs`: flags for the test's dev server (its dynamic config, say). */
+export async function startWorkflowEnvironment (taskQueue: string, serverArgs: string[] = []): Promise<WorkflowEnvironment> {
   const world = new WorkflowWorld()
-  return { ...(await startWorkerEnvironment(taskQueue, world.activities())), world }
+  return { ...(await startWorkerEnvironment(taskQueue, world.activities(), serverArgs)), world }
 }
 
 /**

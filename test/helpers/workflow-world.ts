@@ -47,6 +47,8 @@ export class WorkflowWorld {
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
   hostHasRoom = true
+  /** What the executions are given as their settings. */
+  settings: OperationSettings = TEST_SETTINGS
   /** Hosts whose agents answer nothing: every call to them fails as an unreachable host's does. */
   readonly unreachableHosts = new Set<string>()
   /** Hosts declared lost: placement takes them no more. */
@@ -224,10 +226,10 @@ export class WorkflowWorld {
   /** The activities, as the worker registers them. */
   activities () {
     return {
-      operationSettings: async (): Promise<OperationSettings> => TEST_SETTINGS,
+      operationSettings: async (): Promise<OperationSettings> => this.settings,
       openExecution: async (instanceId: string, create?: NewInstance) => {
         if (create !== undefined && !this.instances.has(instanceId)) this.addInstance(instanceId, create)
-        return { settings: TEST_SETTINGS, snapshot: this.snapshot(instanceId) }
+        return { settings: this.settings, snapshot: this.snapshot(instanceId) }
       },
       recordInstanceChange: async (change: InstanceChange) => {
         const result = this.apply(change)
