@@ -28,7 +28,7 @@ import type { TestStack } from './stack.js'
 /** The window the invariant tolerates: at most the source agent's reaction to its send's outcome. */
 export const DOUBLE_RUN_BOUND_MS = 500
 
-export function runsGuest (vmm: VmmView): boolean {
+export function runsGuest (vmm: SampledVmm): boolean {
   if (isTerminalVmmState(vmm.state)) return false
   const half = vmm.migration
   if (half === null || half === undefined) return true
@@ -63,43 +63,25 @@ export interface GuestSampler {
 /** Samples every agent of the stack every `intervalMs` until stopped. */
 export function sampleGuests (stack: TestStack, intervalMs = 100): GuestSampler {
   const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 1000 })
-  const doubles: DoubleRun[] = []
-  const open = new Map<string, DoubleRun>()
+  const windows = new DoubleWindows()
   let samples = 0
   let skipped = 0
   const stopped = new AbortController()
   const loop = (async () => {
     while (!stopped.signal.aborted) {
-      const at = Date.now()
-      const running = new Map<string, VmmView[]>()
+      const sample: Sample = { at: Date.now(), running: new Map(), unheard: new Set() }
       await Promise.all(stack.info.hosts.map(async (host) => {
         try {
           for (const vmm of await agents.listVmms(host.url)) {
-            if (runsGuest(vmm)) running.set(vmm.instanceId, [...running.get(vmm.instanceId) ?? [], vmm])
+            if (runsGuest(vmm)) sample.running.set(vmm.instanceId, [...sample.running.get(vmm.instanceId) ?? [], vmm])
           }
         } catch {
+          sample.unheard.add(host.id)
           skipped++
         }
       }))
       samples++
-      const now = Date.now()
-      for (const [instanceId, run] of open) {
-        if ((running.get(instanceId)?.length ?? 0) > 1) continue
-        run.endedAt = at
-        run.durationMs = at - run.startedAt
-        open.delete(instanceId)
-      }
-      for (const [instanceId, vmms] of running) {
-        if (vmms.length < 2) continue
-        const run = open.get(instanceId)
-        if (run !== undefined) {
-          run.durationMs = now - run.startedAt
-          continue
-        }
-        const started: DoubleRun = { instanceId, vmms: vmms.map(describe), startedAt: at, endedAt: null, durationMs: 0 }
-        open.set(instanceId, started)
-        doubles.push(started)
-      }
+      windows.add(sample)
       await sleep(intervalMs)
     }
   })()
@@ -107,11 +89,45 @@ export function sampleGuests (stack: TestStack, intervalMs = 100): GuestSampler 
     stop: async () => {
       stopped.abort()
       await loop
-      return { samples, skipped, doubles, longestMs: Math.max(0, ...doubles.map((d) => d.durationMs)) }
+      return { samples, skipped, doubles: windows.doubles, longestMs: Math.max(0, ...windows.doubles.map((d) => d.durationMs)) }
     }
   }
 }
 
-function describe (vmm: VmmView): string {
+/** What a VMM's view tells the sampler: whose it is, where, and what it does. */
+export type SampledVmm = Pick<VmmView, 'id' | 'instanceId' | 'hostId' | 'state' | 'migration'>
+
+/** One moment seen from every agent: the VMMs running each instance's guest, and the hosts whose agent did not answer. */
+export interface Sample {
+  at: number
+  running: Map<string, SampledVmm[]>
+  unheard: Set<string>
+}
+
+/** The doubles a sequence of samples shows, as windows (the module comment says how they are measured). */
+export class DoubleWindows {
+  readonly doubles: DoubleRun[] = []
+  private readonly open = new Map<string, DoubleRun>()
+
+  add ({ at, running }: Sample): void {
+    for (const [instanceId, run] of this.open) {
+      if ((running.get(instanceId)?.length ?? 0) > 1) {
+        run.durationMs = at - run.startedAt
+        continue
+      }
+      run.endedAt = at
+      run.durationMs = at - run.startedAt
+      this.open.delete(instanceId)
+    }
+    for (const [instanceId, vmms] of running) {
+      if (vmms.length < 2 || this.open.has(instanceId)) continue
+      const started: DoubleRun = { instanceId, vmms: vmms.map(describe), startedAt: at, endedAt: null, durationMs: 0 }
+      this.open.set(instanceId, started)
+      this.doubles.push(started)
+    }
+  }
+}
+
+function describe (vmm: SampledVmm): string {
   return `${vmm.id} on ${vmm.hostId} (${vmm.migration === null || vmm.migration === undefined ? 'no migration' : `${vmm.migration.role} ${vmm.migration.phase}`})`
 }
