@@ -17,7 +17,10 @@
  * the window from the target's commit to the source's agent acting on its outcome, which is what
  * the bound is about. A double is a window: consecutive samples that show the same instance
  * running twice; its length runs from the first sample that shows it to the first that does not.
- * An agent that does not answer (restarting, or cut off) is skipped for that sample, and counted.
+ * An agent that does not answer (restarting, or cut off) is skipped for that sample, and counted;
+ * a double with a VMM on its host is then neither ended nor split: shown again once the host is
+ * heard, it is one double, the gap included (a VMM seen running the guest before and after ran
+ * it throughout); not shown again, it ended at the first sample its host was not heard in.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { HostAgentClient } from '../../activities/host-agent-client.js'
@@ -41,7 +44,7 @@ export interface DoubleRun {
   /** The VMMs seen running the guest, as `<vmm> on <host> (<role> <phase>)`. */
   vmms: string[]
   startedAt: number
-  /** When the last sample showing it was taken; null while it lasts. */
+  /** When the first sample that did not show it was taken (or the first its host was not heard in); null while it lasts. */
   endedAt: number | null
   /** From the first sample that showed it to the first that did not. */
   durationMs: number
@@ -107,23 +110,32 @@ export interface Sample {
 /** The doubles a sequence of samples shows, as windows (the module comment says how they are measured). */
 export class DoubleWindows {
   readonly doubles: DoubleRun[] = []
-  private readonly open = new Map<string, DoubleRun>()
+  /** The doubles still open: the hosts their VMMs were seen on, and since when one of those has not answered. */
+  private readonly open = new Map<string, { run: DoubleRun, hosts: Set<string>, unheardSince: number | null }>()
 
-  add ({ at, running }: Sample): void {
-    for (const [instanceId, run] of this.open) {
-      if ((running.get(instanceId)?.length ?? 0) > 1) {
-        run.durationMs = at - run.startedAt
+  add ({ at, running, unheard }: Sample): void {
+    for (const [instanceId, entry] of this.open) {
+      const vmms = running.get(instanceId) ?? []
+      if (vmms.length > 1) {
+        for (const vmm of vmms) entry.hosts.add(vmm.hostId)
+        entry.run.durationMs = at - entry.run.startedAt
+        entry.unheardSince = null
         continue
       }
-      run.endedAt = at
-      run.durationMs = at - run.startedAt
+      if ([...entry.hosts].some((host) => unheard.has(host))) {
+        entry.unheardSince ??= at
+        continue
+      }
+      const endedAt = entry.unheardSince ?? at
+      entry.run.endedAt = endedAt
+      entry.run.durationMs = endedAt - entry.run.startedAt
       this.open.delete(instanceId)
     }
     for (const [instanceId, vmms] of running) {
       if (vmms.length < 2 || this.open.has(instanceId)) continue
-      const started: DoubleRun = { instanceId, vmms: vmms.map(describe), startedAt: at, endedAt: null, durationMs: 0 }
-      this.open.set(instanceId, started)
-      this.doubles.push(started)
+      const run: DoubleRun = { instanceId, vmms: vmms.map(describe), startedAt: at, endedAt: null, durationMs: 0 }
+      this.open.set(instanceId, { run, hosts: new Set(vmms.map((vmm) => vmm.hostId)), unheardSince: null })
+      this.doubles.push(run)
     }
   }
 }
