@@ -333,9 +333,11 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
       "SELECT kind, error->>'code' AS code, count(*)::int AS n FROM operations WHERE status = 'failed' GROUP BY 1, 2 ORDER BY 1, 2"
     )
     console.log(`operations failed: ${errors.map((r) => `${r.kind} ${r.code} ${r.n}`).join(', ')}`)
+    // An instance failed where an event reads `failed` and the one before it did not.
     const { rows: failures } = await db.query(
-      `SELECT regexp_replace(message, '; restarting in .*$', '') AS message, count(*)::int AS n FROM instance_events
-        WHERE state = 'failed' AND kind IN ('state-changed', 'operation-finished') GROUP BY 1 ORDER BY 2 DESC`
+      `SELECT regexp_replace(message, '; restarting in .*$', '') AS message, count(*)::int AS n FROM (
+         SELECT message, state, lag(state) OVER (PARTITION BY instance_id ORDER BY seq) AS before FROM instance_events WHERE state IS NOT NULL
+       ) e WHERE state = 'failed' AND before IS DISTINCT FROM 'failed' GROUP BY 1 ORDER BY 2 DESC`
     )
     console.log(`instances failed: ${failures.length === 0 ? 'never' : failures.map((r) => `${r.message} (${r.n})`).join('; ')}`)
   }
