@@ -20,7 +20,11 @@
  *    (a VMM that crashed right after booting still fails the instance), runs halts that arrived
  *    late, and completes only once every report it received is recorded (I5). A stop or delete
  *    that reached an execution which only took in reports, and a start or reboot handed over,
- *    continue as a new execution of their own workflow type.
+ *    continue as a new execution of their own workflow type;
+ * 4. keeps going whatever befalls an operation: a failure the operation has no answer for ends
+ *    that operation (`Interrupted`), never the execution (a migration is left for the reconciler
+ *    to carry on from its record), and a halt whose history grows long (a wait of months on an
+ *    unreachable host, a flood of requests) continues as new carrying every halt it holds.
  *
  * The write path (docs/design.md §8). Every write is a regular activity, scheduled by a workflow
  * task that has completed: the decision is in the history before its effect, so a workflow task

@@ -22,12 +22,23 @@
  *    of its receive) is the commit point: the VM runs there now. The next write makes the target
  *    the active VMM and the migration `committed`, in one transaction, before anything else is
  *    done. Then the source must be confirmed gone: it exits 0 after `migration-finished`, or it
- *    is killed (were the final acknowledgement lost, both sides would resume: the target wins).
+ *    is killed, at once when its send failed (the acknowledgement was lost: the target wins).
  * 6. Before the commit point, on failure, cancel or timeout: the target is cancelled. Its agent
  *    kills it unless it has finished receiving, in which case the migration commits after all (a
  *    cancel that comes too late loses nothing). Then the source is confirmed running (its send
- *    fails once the target is gone, and the VM resumes there), and the operation fails with the
- *    instance `running` on the source.
+ *    fails once the target is gone, and the VM resumes there; a source its agent holds paused is
+ *    resumed now), and the operation fails with the instance `running` on the source.
+ *
+ * The guest runs in one place (docs/design.md §15). A source whose send failed after the downtime
+ * began may have handed the VM over without hearing so: its agent pauses it (its half `held`),
+ * needing nothing from here, and this decides from the target's half: the target wins when it
+ * finished (the source is killed), or the held source is resumed. The send's and the cancel's
+ * calls run beside the reading of both sides' reports: a host that does not answer holds up
+ * neither a cancel, a timeout, nor the target's commit, only what needs its own word.
+ *
+ * A migration resumes from its record. An execution that finds its migration recorded (reset,
+ * interrupted and carried on by the reconciler) takes the source the record names, never the
+ * active VMM (after the commit, the target), and goes on from the recorded phase.
  *
  * Timeouts follow KubeVirt: the migration is cancelled after `progressTimeoutMs` without
  * progress (a new phase on either side, or a memory iteration), or after `completionMsPerGiB`
