@@ -130,19 +130,23 @@ describe('the reconciler', () => {
   it('tells an instance again that its VMM was fenced with its lost host, when the fan-out never reached it', async () => {
     const instance = await runningInstance(stack, 'lost-unheard')
     const hostId = stack.info.hosts[0]!.id
+    // The host is away: its agent, heard again, would have the fenced VMM killed, and its report
+    // of that would tell the instance before the reconciler does.
+    await stack.kill(`agent-${hostId}`, 'SIGSTOP')
     const db = new pg.Client({ connectionString: stack.info.databaseUrl })
     await db.connect()
     try {
       // The fence as host-fencing.ts commits it, its signal to the instance never sent.
       await db.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1", [hostId])
       await db.query("UPDATE vmms SET state = 'lost', reason = 'host declared lost by an operator; VMM fenced', destroyed_at = now() WHERE id = $1", [instance.vmm!.id])
+      await sleep(GRACE_SECONDS * 1000)
+      const pass = await reconcileNow()
+      assert.equal(pass.counts.hostLossesRetold, 1, JSON.stringify(pass))
+      const failed = await waitForState(stack, instance.id, 'failed')
+      assert.equal(failed.lastError?.code, 'HostLost')
     } finally {
       await db.end()
+      await stack.kill(`agent-${hostId}`, 'SIGCONT')
     }
-    await sleep(GRACE_SECONDS * 1000)
-    const pass = await reconcileNow()
-    assert.equal(pass.counts.hostLossesRetold, 1, JSON.stringify(pass))
-    const failed = await waitForState(stack, instance.id, 'failed')
-    assert.equal(failed.lastError?.code, 'HostLost')
   })
 })
