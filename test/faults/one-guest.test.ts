@@ -13,8 +13,9 @@
  * would over a storage network. Only the source's agent can act then, and the bound must hold.
  *
  * A host declared lost at any moment of a boot, a stop, a reboot or a migration: its agent frozen
- * (the host unreachable, its VMMs running on), the host declared lost and a stop asked for, in
- * either order: the stop ends within its grace period plus 15 s. The host is readmitted after
+ * (the host unreachable, its VMMs running on), the host declared lost (through the instance's
+ * workflow, or the host's) and a stop asked for, in either order: the stop ends within its grace
+ * period plus 15 s. The host is readmitted after
  * each, as the runbook says.
  */
 import assert from 'node:assert/strict'
@@ -130,7 +131,11 @@ describe('the guest runs in one place, and a lost host never hangs a stop', { ti
    */
   async function stopAfterHostLost (instance: Instance, hostId: string, order: 'before the stop' | 'while the stop waits'): Promise<number> {
     const agent = `agent-${hostId}`
-    const declare = async (): Promise<void> => { await temporalCli(stack, 'workflow', 'signal', '-w', `host-${hostId}`, '--name', 'declareHostLost') }
+    // Before the stop, to the instance's own workflow (the runbook's other way); while it waits, to the host's.
+    const declare = async (): Promise<void> => {
+      if (order === 'before the stop') await temporalCli(stack, 'workflow', 'signal', '-w', `instance-${instance.id}`, '--name', 'declareHostLost', '--input', JSON.stringify({ hostId }))
+      else await temporalCli(stack, 'workflow', 'signal', '-w', `host-${hostId}`, '--name', 'declareHostLost')
+    }
     await stack.kill(agent, 'SIGSTOP')
     try {
       if (order === 'before the stop') {
