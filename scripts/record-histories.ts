@@ -4,7 +4,7 @@
  * `temporal workflow show --output json` writes it) into test/replay/histories, one file per
  * execution, `<workflowType>-<runId>.json`.
  *
- *   node dist/scripts/record-histories.js <data-dir of a running dev stack>
+ *   node dist/scripts/record-histories.js <data-dir of a running dev stack> [path …]
  *
  * The stack needs at least two hosts, for the migrations; three (`VMPLANE_HOSTS=3`) give a drain
  * two hosts to move to. Each path is a function below, run in turn on instances of its own; it
@@ -43,7 +43,7 @@ const RACING_DELETES = 20
 
 const dataDir = process.argv[2]
 if (dataDir === undefined) {
-  console.error('usage: record-histories <data-dir of a running dev stack>')
+  console.error('usage: record-histories <data-dir of a running dev stack> [path …]')
   process.exit(2)
 }
 const info = await readStackFile(stackPaths(dataDir).stackFile)
@@ -322,8 +322,16 @@ const PATHS = [
   drain, migrationSucceeds, migrationCancelled, migrationAckLost, stopDuringMigration, hostMonitors
 ]
 
+// Paths named after the data dir are the only ones recorded (all of them without any).
+const chosen = process.argv.slice(3)
+const unknown = chosen.filter((name) => !PATHS.some((path) => path.name === name))
+if (unknown.length > 0) {
+  console.error(`no such path: ${unknown.join(', ')}; the paths are ${PATHS.map((path) => path.name).join(', ')}`)
+  process.exit(2)
+}
+
 const recorded: Array<{ path: string, queries: string[] }> = []
-for (const path of PATHS) {
+for (const path of PATHS.filter((p) => chosen.length === 0 || chosen.includes(p.name))) {
   console.log(`recording ${path.name}`)
   recorded.push({ path: path.name, queries: await path() })
 }
