@@ -36,8 +36,8 @@ const LOST_STOP_BOUND_MS = 15_000
 const STOP_GRACE_SECONDS = 5
 /** A migration that takes some 4 s, so that a host can be lost in the middle of it. */
 const SLOW = 'sim.migration_mib_per_s=64 sim.migration_dirty_mib_per_s=8'
-/** Some 2 s: time enough to cut the source's host off once its agent took the send. */
-const UNHURRIED = 'sim.migration_mib_per_s=128 sim.migration_dirty_mib_per_s=8'
+/** Some 1 s: time enough to cut the source's host off once its agent took the send. */
+const UNHURRIED = 'sim.migration_mib_per_s=256 sim.migration_dirty_mib_per_s=8'
 
 interface Migration { id: string, phase: string, source: { vmmId: string, hostId: string, phase: string | null }, target: { vmmId: string, hostId: string } | null }
 type Instance = InstanceBody & { migration: Migration | null }
@@ -105,7 +105,7 @@ describe('the guest runs in one place, and a lost host never hangs a stop', { ti
     for (let run = 0; run < RUNS; run++) {
       const source = { vmmId: instance.vmm!.id, hostId: instance.vmm!.hostId }
       assert.equal((await api(stack).post(`/v1/instances/${instance.id}/migrate`)).status, 202)
-      // The source's agent took the send (its half is `sending`): the VM's memory flows for some 2 s.
+      // The source's agent took the send (its half is `sending`): the VM's memory flows for some 1 s.
       await waitForInstance(stack, instance.id, (i) => (i as Instance).migration?.source.phase === 'sending')
       await cutHost(stack, source.hostId, 'link-down')
       try {
