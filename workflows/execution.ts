@@ -509,8 +509,9 @@ export class InstanceExecution {
   /**
    * Runs the halt. A halt may wait long on a host that does not answer (I2), and take in a flood of
    * stops, deletes and reports meanwhile; once the history is long (`historyIsLong`) it continues
-   * as a new execution carrying every halt it holds. A halt runs again from its start as it would after a reset: each of its writes finds
-   * its decision recorded, and its calls to agents are the same (the same deadline, the same kill).
+   * as a new execution carrying every halt it holds. A halt runs again from its start as it would
+   * after a reset: each of its writes finds its decision recorded, and its calls to agents are the
+   * same (the same deadline, the same kill).
    */
   private async runHalt (): Promise<void> {
     if (!patched(HALTS_CONTINUE_AS_NEW_PATCH)) {
@@ -593,7 +594,7 @@ export class InstanceExecution {
   }
 }
 
-/** For settings recorded before they named them: config/index.ts `history`. */
+/** For settings recorded before they named them: the values of config/index.ts `history`. */
 const DEFAULT_HISTORY_LIMITS: HistoryLimits = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 }
 
 /** Whether a run is to continue as new: its history is long, and it grew by enough since `began`. */
