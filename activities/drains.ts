@@ -1,6 +1,6 @@
 /**
- * What a host drain (workflows/drain-host.ts) reads and writes: the instances running on the
- * host, the migrate operations it asks for, their outcomes, and its progress for `GET /v1/hosts`.
+ * What a host drain (workflows/drain-host.ts) reads and writes: the instances with a VMM alive on
+ * the host, the migrate operations it asks for, their outcomes, and its progress for `GET /v1/hosts`.
  *
  * A migration is asked for the way the API asks for one (api/services/instance-requests.ts): a
  * `migrateInstance` execution under the instance's workflow ID, which fails to start while
@@ -20,6 +20,8 @@ export interface InstanceOnHost {
   id: string
   name: string
   state: InstanceState
+  /** Its active VMM is not on the host: what lives there is a migration's other half. */
+  activeElsewhere: boolean
 }
 
 export interface DrainProgress {
@@ -33,11 +35,19 @@ export interface DrainProgress {
 
 export function createDrains (pool: Pool) {
   return {
-    /** Instances whose active VMM lives on the host: what the drain must move. */
+    /**
+     * Instances with a live VMM on the host: the drain's host is empty only when this is. Most
+     * have their active VMM there, to be moved; the rest (`activeElsewhere`) have a migration's
+     * other half there, its target placed before the cordon or its source not gone yet after the
+     * commit, which that migration, or the kill of its source, ends. A destroyed instance counts
+     * too should a VMM of its still live (the reconciler reaps it): a VM would run there.
+     */
     async instancesOnHost (hostId: string): Promise<InstanceOnHost[]> {
       const { rows } = await pool.query(
-        `SELECT i.id, i.name, i.state FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
-          WHERE v.host_id = $1 AND i.destroyed_at IS NULL AND v.state NOT IN ('destroyed', 'failed', 'lost')
+        `SELECT i.id, i.name, i.state, bool_and(v.id IS DISTINCT FROM i.active_vmm_id) AS "activeElsewhere"
+           FROM instances i JOIN vmms v ON v.instance_id = i.id
+          WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')
+          GROUP BY i.id
           ORDER BY i.created_at, i.id`,
         [hostId]
       )

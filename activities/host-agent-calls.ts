@@ -5,7 +5,7 @@
  * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
  * workflows and retry policies branch on the type, never on the message.
  */
-import { ApplicationFailure } from '@temporalio/activity'
+import { ApplicationFailure, log } from '@temporalio/activity'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
@@ -35,19 +35,26 @@ export interface SendMigrationInput extends VmmTarget {
   timeoutS: number
 }
 
-export interface CancelMigrationInput extends VmmTarget {
+/** A call about one half of a migration: the agent refuses it for another migration. */
+export interface MigrationHalfInput extends VmmTarget {
   migrationId: string
 }
 
 export interface PowerButtonInput extends VmmTarget {
-  /** ISO time at which the agent kills the VMM if the guest has not powered off. */
+  /**
+   * ISO time, by the control plane's clock, at which the VMM is killed if the guest has not
+   * powered off. The agent is told the time left until then (`killAfterMs`), not the time itself.
+   */
   deadline: string
 }
 
 /**
- * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts);
- * failures leave as Temporal failures typed by their error class. The worker heartbeats while
- * it waits (worker/activity-heartbeats.ts).
+ * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts):
+ * a failure that is no answer (`HostUnreachable`, `AgentMisconfigured`) counts as contact
+ * failing, an answer as contact working. Failures leave as Temporal failures typed by their error
+ * class. An agent that does not take the control plane's calls is logged as an error, naming the
+ * host and its URL: only an operator can fix it. The worker heartbeats while it waits
+ * (worker/activity-heartbeats.ts).
  */
 export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, call: (agentUrl: string) => Promise<T>): Promise<T> {
   const agentUrl = await agentUrlOf(deps.pool, hostId)
@@ -58,13 +65,13 @@ export async function onAgent<T> (deps: AgentCallDependencies, hostId: string, c
     return answer
   } catch (err) {
     if (!(err instanceof HostAgentError)) throw err
-    if (err.errorClass === 'HostUnreachable') await noteContactFailed(deps.pool, hostId, deps.unreachableAfterMs)
-    else await noteContactWorked(deps.pool, hostId)
-    throw ApplicationFailure.create({
-      type: err.errorClass,
-      message: err.message,
-      nonRetryable: NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
-    })
+    const answered = NON_RETRYABLE_ERROR_CLASSES.includes(err.errorClass)
+    if (err.errorClass === 'AgentMisconfigured') {
+      log.error('the host agent does not take the control plane\'s calls; its setup needs an operator', { hostId, agentUrl, error: err.message })
+    }
+    if (answered) await noteContactWorked(deps.pool, hostId)
+    else await noteContactFailed(deps.pool, hostId, deps.unreachableAfterMs)
+    throw ApplicationFailure.create({ type: err.errorClass, message: err.message, nonRetryable: answered })
   }
 }
 
@@ -101,14 +108,29 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * `finished` (too late: the migration stands) or a concluded VMM. An agent with no record of
      * the VMM fails it `VmmNotFound`, having fenced the ID so that no later ensure creates it.
      */
-    async cancelIncomingMigration (input: CancelMigrationInput): Promise<VmmReport> {
+    async cancelIncomingMigration (input: MigrationHalfInput): Promise<VmmReport> {
       const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
       crashPoint('cancel.after-agent')
       return toReport(view, input.hostId)
     },
 
+    /** Has a migration's source, held paused by its agent, resume the VM: the target does not have it. */
+    async resumeHeldSource (input: MigrationHalfInput): Promise<VmmReport> {
+      const view = await onAgent(deps, input.hostId, (url) => client.resumeHeldSource(url, input.vmmId, { migrationId: input.migrationId }))
+      return toReport(view, input.hostId)
+    },
+
+    /**
+     * Presses the power button and has the agent kill the VMM at the deadline. The host's clock is
+     * not the control plane's, so the agent is told the time left, reckoned here as the call
+     * leaves (each attempt anew; none left when the deadline has passed), and sets the deadline on
+     * its own clock when the call arrives: a skewed host still kills a grace period after the
+     * press, late only by the call's time in transit.
+     */
     async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
-      const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, { deadline: input.deadline }))
+      const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, {
+        killAfterMs: Math.max(0, Date.parse(input.deadline) - Date.now())
+      }))
       crashPoint('press.after-agent')
       return toReport(view, input.hostId)
     },

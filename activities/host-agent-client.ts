@@ -4,8 +4,15 @@
  * Every failure comes out as a `HostAgentError` of one class (docs/design.md §5): a refusal is
  * `InvalidRequest`, an agent that affirms it has no such VMM is `VmmNotFound`, and everything
  * that leaves the truth unknown — refused or reset connections, timeouts, 5xx, a body that does
- * not parse — is `HostUnreachable`. Only the first two are answers; the last is not a fact about
+ * not parse — is `HostUnreachable`. Only the first two are answers; the rest are not facts about
  * the VM and must never change its state (I2).
+ *
+ * A 404 is `VmmNotFound` only when its body is the agent's and says so (`AGENT_NOT_FOUND_ERRORS`):
+ * the same status from something else at the agent's URL (a route this agent does not have,
+ * another program, a proxy) would otherwise read as a VMM gone and have a live VM recorded
+ * destroyed. That 404, and a 401 or 403 (the agent holds another token), is `AgentMisconfigured`:
+ * retried, as the operator's fix is awaited, and said plainly in the message, which names the
+ * agent's URL and never the token.
  */
 import { z } from 'zod'
 import {
@@ -18,7 +25,7 @@ import {
   vmmListSchema,
   vmmViewSchema,
   type BaseImage,
-  type CancelMigrationRequest,
+  type MigrationOfCall,
   type EnsureVmmRequest,
   type PowerButtonRequest,
   type SendMigrationRequest,
@@ -27,7 +34,7 @@ import {
   type TapView,
   type VmmView
 } from '../domain/host-agent-api.js'
-import { HostAgentError, classifyAgentStatus } from '../domain/errors.js'
+import { HostAgentError, classifyAgentError } from '../domain/errors.js'
 
 export interface HostAgentClientOptions {
   token: string
@@ -52,8 +59,13 @@ export class HostAgentClient {
    * (too late, the migration stands) or a concluded VMM. A VMM the agent has no record of is 404
    * (`VmmNotFound`), and fenced: its ensure can no longer create it.
    */
-  async cancelMigration (agentUrl: string, vmmId: string, request: CancelMigrationRequest): Promise<VmmView> {
+  async cancelMigration (agentUrl: string, vmmId: string, request: MigrationOfCall): Promise<VmmView> {
     return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/cancel`, request, vmmViewSchema)
+  }
+
+  /** Resumes a migration's source its agent held paused (its half `held`): the view shows it `failed`, the VM running on. */
+  async resumeHeldSource (agentUrl: string, vmmId: string, request: MigrationOfCall): Promise<VmmView> {
+    return await this.call(agentUrl, 'POST', `/v1/vmms/${vmmId}/migration/resume`, request, vmmViewSchema)
   }
 
   async getVmm (agentUrl: string, vmmId: string): Promise<VmmView> {
@@ -137,10 +149,7 @@ export class HostAgentClient {
       throw new HostAgentError('HostUnreachable', `${where}: ${describeFetchError(err)}`)
     }
     const text = await response.text().catch(() => '')
-    if (!response.ok) {
-      const errorClass = classifyAgentStatus(response.status)
-      throw new HostAgentError(errorClass, `${where}: ${response.status} ${agentMessage(text)}`, response.status)
-    }
+    if (!response.ok) throw agentFailure(where, response.status, text)
     const parsed = schema.safeParse(as === 'text' ? text : parseJson(text))
     if (!parsed.success) {
       throw new HostAgentError('HostUnreachable', `${where}: unexpected response: ${parsed.error.message}`, response.status)
@@ -157,9 +166,20 @@ function parseJson (text: string): unknown {
   }
 }
 
-function agentMessage (text: string): string {
-  const parsed = agentErrorSchema.safeParse(parseJson(text))
-  return parsed.success ? parsed.data.message : text.slice(0, 200)
+/** An error answer as its class, with the agent's message (or the start of whatever came instead). */
+function agentFailure (where: string, status: number, text: string): HostAgentError {
+  const body = agentErrorSchema.safeParse(parseJson(text))
+  const errorClass = classifyAgentError(status, body.success ? body.data.error : null)
+  const said = body.success ? body.data.message : text.slice(0, 200)
+  const why = errorClass === 'AgentMisconfigured' ? `${misconfiguration(status)}: ` : ''
+  return new HostAgentError(errorClass, `${where}: ${status} ${why}${said}`, status)
+}
+
+/** What an `AgentMisconfigured` status says is wrong, for the operator who must fix it. */
+function misconfiguration (status: number): string {
+  return status === 404
+    ? 'not the agent\'s answer about what was asked (no such route: another program, or an agent of another version, at this URL?)'
+    : 'authentication failed: the agent refused the control plane\'s token (is VMPLANE_AGENT_TOKEN the same on the agent and here?)'
 }
 
 function describeFetchError (err: unknown): string {

@@ -6,6 +6,15 @@
  * and each instance that had one is told, so its execution settles it (a stop in progress
  * completes; a running instance fails with `HostLost`; a new start may proceed at once).
  *
+ * The telling is a durable fan-out. The fence is committed first; then every VMM the host's loss
+ * fenced (this declaration's and any earlier one's, until the host's agent is heard again and
+ * destroys them) is reported `lost` to its instance. A retry of the activity (its worker killed
+ * midway, say) finds the fence made and tells every instance again, so an instance the attempt
+ * before did not reach is told, and one it reached takes the same report as the one it had: the
+ * report is a conclusion keyed by the VMM, and a VMM gone stays gone (domain/vmm.ts). Should an
+ * instance still not hear it (the retries given up), the reconciler tells it again
+ * (activities/reconciler.ts): every instance's record meets its host's loss.
+ *
  * A lost host stays lost. Should its agent be heard from again, every lost VMM on it is
  * destroyed through the agent before anything else, and recorded fenced; only once none is left
  * unfenced may an operator re-admit the host.
@@ -19,18 +28,24 @@ import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
 const LOST_REASON = 'host declared lost by an operator; VMM fenced'
 
+/** Fences the host and its live VMMs; returns every VMM its loss fenced that its agent has not destroyed yet. */
 async function markHostLost (pool: Pool, hostId: string): Promise<VmmRecord[]> {
   return await inTransaction(pool, async (tx) => {
     await tx.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1 AND status <> 'lost'", [hostId])
-    const { rows } = await tx.query(
+    await tx.query(
       `UPDATE vmms v SET state = 'lost', reason = $2, destroyed_at = now(), updated_at = now()
-        WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')
-        RETURNING ${VMM_COLUMNS}`,
+        WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')`,
       [hostId, LOST_REASON]
     )
     await tx.query('DELETE FROM reservations WHERE host_id = $1', [hostId])
+    const { rows } = await tx.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.host_id = $1 AND v.state = 'lost' AND v.fenced_at IS NULL`, [hostId])
     return rows.map(toVmm)
   })
+}
+
+/** Reports the VMM lost to its instance, starting an execution to take it in if none runs. */
+export async function tellLost (vmm: VmmRecord): Promise<void> {
+  await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), activityInfo().taskQueue))
 }
 
 export function createHostFencing (deps: AgentCallDependencies) {
@@ -38,15 +53,12 @@ export function createHostFencing (deps: AgentCallDependencies) {
   return {
     /**
      * Marks the host and its live VMMs lost, and tells every instance that had one except
-     * `byInstanceId` (whose execution asked and takes the answer). Returns the VMMs it fenced.
+     * `byInstanceId` (whose execution asked and takes the answer). Returns the VMMs its loss
+     * fenced. Safe to retry (module comment).
      */
     async declareHostLost (hostId: string, byInstanceId: string | null): Promise<VmmRecord[]> {
       const lost = await markHostLost(pool, hostId)
-      const client = getClient()
-      const { taskQueue } = activityInfo()
-      for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
-        await client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), taskQueue))
-      }
+      for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) await tellLost(vmm)
       return lost
     },
 

@@ -78,7 +78,7 @@ export async function markHostUnreachable (pool: Pool, hostId: string, lastHeard
   })
 }
 
-/** A call to the host's agent could not get an answer (refused, timed out, 5xx). */
+/** A call to the host's agent could not get an answer (refused, timed out, 5xx; another token or no such route). */
 export async function noteContactFailed (pool: Pool, hostId: string, unreachableAfterMs: number): Promise<void> {
   await inTransaction(pool, async (tx) => {
     const { rows } = await tx.query(

@@ -14,7 +14,7 @@ import { createHostFencing } from './host-fencing.js'
 import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import type { NewInstance } from '../domain/requests.js'
-import { openInstance, recordInstanceChange, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
+import { openInstance, readMigration, recordInstanceChange, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
 import { placeVmm, recordVmmObservations, type PlacementRequest } from './vmm-records.js'
 
 /** Durations the workflows need; from the worker's configuration, recorded in history. */
@@ -27,6 +27,13 @@ export interface OperationSettings extends RestartBackoff {
   orphanGraceMs: number
   /** Absent in histories recorded before live migration existed, whose executions never migrate. */
   migration: MigrationSettings
+  /** When a halt continues as new (workflows/execution.ts); absent in histories recorded before it did. */
+  history?: HistoryLimits
+}
+
+export interface HistoryLimits {
+  continueAsNewAfterEvents: number
+  minGrowthEvents: number
 }
 
 export interface ActivityDependencies {
@@ -50,6 +57,10 @@ export function createActivities (deps: ActivityDependencies) {
     /** What an instance's execution begins with: the settings, and the instance (created if asked). */
     async openExecution (instanceId: string, create?: NewInstance): Promise<{ settings: OperationSettings, snapshot: InstanceSnapshot | null }> {
       return { settings: deps.settings, snapshot: await openInstance(pool, instanceId, create) }
+    },
+    /** A live migration as recorded, for a migrate execution to resume from (workflows/migrate.ts). */
+    async readMigration (migrationId: string) {
+      return await readMigration(pool, migrationId)
     },
     async recordInstanceChange (change: InstanceChange) {
       return await recordInstanceChange(pool, change)

@@ -254,6 +254,28 @@ async function upsertOperation (tx: PoolClient, instanceId: string, op: Operatio
   )
 }
 
+/** A live migration as recorded, with both its VMMs' records: what a migrate execution resumes from. */
+export interface RecordedMigration {
+  id: string
+  phase: MigrationStatus
+  reason: string | null
+  cancelRequested: boolean
+  source: VmmRecord
+  target: VmmRecord | null
+}
+
+export async function readMigration (db: Pool, migrationId: string): Promise<RecordedMigration | null> {
+  const { rows } = await db.query('SELECT phase, reason, cancel_requested_at, source_vmm_id, target_vmm_id FROM migrations WHERE id = $1', [migrationId])
+  if (rows.length === 0) return null
+  const [row] = rows
+  const vmms = await db.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.id = ANY($1::uuid[])`, [[row.source_vmm_id, row.target_vmm_id].filter((id) => id !== null)])
+  const vmm = (id: string | null): VmmRecord | null => {
+    const found = vmms.rows.find((r) => r.id === id)
+    return found === undefined ? null : toVmm(found)
+  }
+  return { id: migrationId, phase: row.phase, reason: row.reason, cancelRequested: row.cancel_requested_at !== null, source: vmm(row.source_vmm_id)!, target: vmm(row.target_vmm_id) }
+}
+
 /** The phases in the order a migration goes through them; the four last are its ends. */
 const MIGRATION_ORDER = "ARRAY['reserving', 'preparing', 'sending', 'committed', 'succeeded', 'failed', 'cancelled', 'aborted']"
 

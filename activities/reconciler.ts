@@ -20,7 +20,8 @@
  *   the agent's call): that start's boot deadline, not the reconciler, decides its fate.
  * Per instance: one left in a transitional state, or whose intent its state does not meet, with
  * no workflow running for it, has its operation re-driven (`convergenceFor`); operations left
- * `running` with no execution running for their instance are closed as interrupted (I5).
+ * `running` with no execution running for their instance are closed as interrupted (I5); one whose
+ * active VMM was fenced with a lost host while its record still reads it live is told again.
  * The storage every host mounts, read through one active host: a disk no live disk row names,
  * a seed of an instance that is not live, and a file left half-made are removed once older than
  * the grace period (their rows come before them, and go after them, so none of these can be in
@@ -43,8 +44,9 @@ import {
   reportDelivery,
   WORKFLOW_TYPES
 } from '../workflows/definitions.js'
-import type { OperationRequest } from '../domain/requests.js'
+import type { MigrateRequest, OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
+import { tellLost } from './host-fencing.js'
 
 /** Counts of what a pass found and did, by kind. */
 export type ReconcileCounts = Record<string, number>
@@ -202,7 +204,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const { rows } = await pool.query(
         `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
           WHERE i.updated_at < now() - $1 * interval '1 millisecond'
-            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting')
+            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting', 'migrating')
               OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
               OR (i.intended_state = 'stopped' AND i.state = 'running')
               OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
@@ -222,13 +224,21 @@ export function createReconciler (deps: ReconcilerDependencies) {
       const kind = convergenceFor(instance.state, instance.intendedState)
       if (kind === null) return null
       const base = { operationId, instanceId: instance.id, requestedAt: new Date().toISOString() }
-      const request: OperationRequest = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
-      await closeAbandonedOperationsOf(pool, instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
+      let request: OperationRequest
+      if (kind === 'migrate') {
+        // The migration's own operation, carried on from its record (workflows/migrate.ts).
+        const migration = await liveMigrationOf(pool, instance.id)
+        if (migration === null) return null
+        request = migration
+      } else {
+        request = kind === 'start' ? { ...base, kind } : { ...base, kind, graceSeconds: instance.stopGraceSeconds }
+        await closeAbandonedOperationsOf(pool, instance.id, 'no workflow was running this operation; the reconciler re-drove the instance')
+      }
       const options = operationStart(request, instance, activityInfo().taskQueue)
       let runId: string
       try {
-        runId = request.kind === 'start'
-          ? (await temporal.workflow.start(WORKFLOW_TYPES.start, { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
+        runId = request.kind === 'start' || request.kind === 'migrate'
+          ? (await temporal.workflow.start(WORKFLOW_TYPES[request.kind], { ...options, workflowIdConflictPolicy: 'FAIL' })).firstExecutionRunId
           : (await temporal.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], { ...options, signal: haltRequestedSignal, signalArgs: [request] })).signaledRunId
       } catch (err) {
         if (err instanceof WorkflowExecutionAlreadyStartedError) return null
@@ -260,6 +270,31 @@ export function createReconciler (deps: ReconcilerDependencies) {
         closed.push(action)
       }
       return closed
+    },
+
+    /**
+     * Instances whose active VMM was fenced with its lost host while their record still reads it
+     * live (the fan-out's signal never reached them, activities/host-fencing.ts): told again,
+     * once untouched for the grace period.
+     */
+    async retellHostLosses (): Promise<string[]> {
+      const { rows } = await pool.query(
+        `SELECT ${VMM_COLUMNS}, i.name AS instance_name FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
+          WHERE v.state = 'lost' AND i.destroyed_at IS NULL
+            AND i.state IN ('starting', 'running', 'rebooting', 'stopping', 'migrating')
+            AND i.updated_at < now() - $1 * interval '1 millisecond'
+          ORDER BY i.updated_at LIMIT 500`,
+        [deps.orphanGraceMs]
+      )
+      const told: string[] = []
+      for (const row of rows) {
+        const vmm = toVmm(row)
+        await tellLost(vmm)
+        const action = `told instance ${row.instance_name} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
+        log.warn(action, { instanceId: vmm.instanceId })
+        told.push(action)
+      }
+      return told
     },
 
     /** Reservations still held for VMMs that are gone. */
@@ -362,6 +397,20 @@ async function closeIfAbandoned (pool: Pool, op: OperationInFlight, why: string)
 async function closeAbandonedOperationsOf (pool: Pool, instanceId: string, why: string): Promise<void> {
   const { rows } = await pool.query(`SELECT ${OPERATION_IN_FLIGHT} FROM operations WHERE instance_id = $1 AND finished_at IS NULL`, [instanceId])
   for (const op of rows as OperationInFlight[]) await closeIfAbandoned(pool, op, why)
+}
+
+/** The request of the instance's migration that has not ended, to carry it on; null without one. */
+async function liveMigrationOf (pool: Pool, instanceId: string): Promise<MigrateRequest | null> {
+  const { rows } = await pool.query('SELECT id, requested_host_id, started_at FROM migrations WHERE instance_id = $1 AND finished_at IS NULL', [instanceId])
+  if (rows.length === 0) return null
+  const [row] = rows
+  return {
+    kind: 'migrate',
+    operationId: row.id,
+    instanceId,
+    requestedAt: new Date(row.started_at).toISOString(),
+    ...(row.requested_host_id === null ? {} : { targetHostId: row.requested_host_id })
+  }
 }
 
 /** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */

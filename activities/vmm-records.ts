@@ -9,8 +9,9 @@
  * VMM or a reservation that its instance's record does not name.
  *
  * Observations (host reports, and the agent's answers to calls) are applied only when their
- * generation is newer than the last one applied (`supersedes`, the same rule the workflow keeps
- * in memory), so a report that arrives late or twice can never move a VMM backwards (I4). A VMM
+ * generation is newer than the last one applied, and a conclusion of the control plane's to a VMM
+ * not yet gone (`isStaleReport` in domain/vmm.ts, the same rule the workflow keeps in memory), so a
+ * report that arrives late or twice can never move a VMM backwards (I4). A VMM
  * that reaches a terminal state gives its reservation back. When the instance's active VMM stops
  * or starts answering, the instance's events say so, once per generation.
  */
@@ -164,12 +165,12 @@ async function applyObservation (tx: PoolClient, instanceId: string, report: Vmm
   const terminal = isTerminalVmmState(report.state)
   const { rows } = await tx.query(
     `UPDATE vmms v SET
-        state = $3, generation = $2, reason = $4, exit = $5, unresponsive_since = $6,
+        state = $3, generation = GREATEST(v.generation, $2), reason = $4, exit = $5, unresponsive_since = $6,
         migration = CASE WHEN $8 THEN $9::jsonb ELSE migration END,
         destroyed_at = CASE WHEN $7 THEN COALESCE(destroyed_at, now()) END,
         running_since = CASE WHEN $3 = 'running' THEN COALESCE(running_since, now()) ELSE running_since END,
         updated_at = now()
-      WHERE v.id = $1 AND v.generation < $2
+      WHERE v.id = $1 AND (v.generation < $2 OR $10)
         AND v.state NOT IN ('destroyed', 'failed', 'lost')
       RETURNING ${VMM_COLUMNS}`,
     [
@@ -181,7 +182,8 @@ async function applyObservation (tx: PoolClient, instanceId: string, report: Vmm
       report.unresponsiveSince,
       terminal,
       report.migration !== undefined,
-      report.migration == null ? null : JSON.stringify(report.migration)
+      report.migration == null ? null : JSON.stringify(report.migration),
+      report.concluded === true
     ]
   )
   if (rows.length === 0) {

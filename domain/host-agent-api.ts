@@ -4,15 +4,16 @@
  *
  *   GET    /healthz                   liveness, no token
  *   GET    /v1/vmms                   every VMM the agent has a record of
- *   GET    /v1/vmms/:id               one VMM, 404 if the agent has no record of it
+ *   GET    /v1/vmms/:id               one VMM, 404 `VmmNotFound` if the agent has no record of it
  *   PUT    /v1/vmms/:id               ensure the VMM exists: record, spawn, create, boot (idempotent)
- *   POST   /v1/vmms/:id/power-button  ACPI power button; with a deadline, re-pressed until it, then killed
+ *   POST   /v1/vmms/:id/power-button  ACPI power button; with `killAfterMs`, re-pressed until then, then killed
  *   POST   /v1/vmms/:id/reboot        reboot the VM inside the same VMM process
  *   POST   /v1/vmms/:id/migration/send    send the VM to a migration's target (idempotent on the migration)
  *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
+ *   POST   /v1/vmms/:id/migration/resume  resume a migration's source held paused: the target does not have the VM
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
  *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
- *   DELETE /v1/strays/:pid?startTime= kill one of them (404 if it is not, or no longer, a stray)
+ *   DELETE /v1/strays/:pid?startTime= kill one of them (404 `StrayNotFound` if it is not, or no longer, a stray)
  */
 import { z } from 'zod'
 import {
@@ -98,13 +99,18 @@ export const ensureVmmRequestSchema = z.strictObject({
 })
 export type EnsureVmmRequest = z.infer<typeof ensureVmmRequestSchema>
 
+/** The longest stop the agent is told of: a day, far past any grace period (at most an hour). */
+const MAX_KILL_AFTER_MS = 86_400_000
+
 export const powerButtonRequestSchema = z.strictObject({
   /**
-   * The stop's absolute deadline. The agent presses the power button now and again every few
-   * seconds, and kills the VMM at the deadline if it is still alive, even if it cannot reach
+   * How long from now the stop's grace period lasts, in milliseconds: a duration, not a time,
+   * because the host's clock is not the control plane's. The agent turns it into a deadline on
+   * its own clock when the request arrives, presses the power button now and again every few
+   * seconds, and kills the VMM at that deadline if it is still alive, even if it cannot reach
    * the control plane. An earlier deadline replaces a later one, never the reverse.
    */
-  deadline: z.iso.datetime({ offset: true }).optional()
+  killAfterMs: z.number().int().min(0).max(MAX_KILL_AFTER_MS).optional()
 })
 export type PowerButtonRequest = z.infer<typeof powerButtonRequestSchema>
 
@@ -122,8 +128,9 @@ export const sendMigrationRequestSchema = z.strictObject({
 })
 export type SendMigrationRequest = z.infer<typeof sendMigrationRequestSchema>
 
-export const cancelMigrationRequestSchema = z.strictObject({ migrationId: z.uuid() })
-export type CancelMigrationRequest = z.infer<typeof cancelMigrationRequestSchema>
+/** Names the migration a call about one half is for: the agent refuses a call about another. */
+export const migrationOfCallSchema = z.strictObject({ migrationId: z.uuid() })
+export type MigrationOfCall = z.infer<typeof migrationOfCallSchema>
 
 export const vmmMigrationSchema = z.object({
   id: z.uuid(),
@@ -156,6 +163,7 @@ export const vmmViewSchema = z.object({
   updatedAt: z.string(),
   reason: z.string().nullable(),
   exit: vmmExitSchema.nullable(),
+  /** When the agent kills the VMM unless it powers off first, by the host's clock. */
   stopDeadline: z.string().nullable(),
   /** Set while the VMM's API does not answer but its process lives: a condition, not death. */
   unresponsiveSince: z.string().nullable(),
@@ -190,9 +198,15 @@ export const strayParamsSchema = z.strictObject({ pid: urlInteger(1, 2 ** 22) })
 /** The start time names the process: a PID reused since the listing is not the stray. */
 export const strayQuerySchema = z.strictObject({ startTime: z.string().regex(/^\d+$/) })
 
-/** The body of every error the agent returns. */
+/**
+ * The body of every error the agent returns. A 404 is the agent's answer that it has no such
+ * VMM or stray only when `error` says so (`AGENT_NOT_FOUND_ERRORS`); a route it does not have is
+ * a 404 `Not Found`, which says nothing about any VMM (docs/design.md §5).
+ */
 export const agentErrorSchema = z.object({
-  error: z.string(),
+  error: z.string().describe(
+    'the status\'s name (Bad Request, Conflict, …), except in the agent\'s own 404s: VmmNotFound (it has no record of the VMM) and StrayNotFound (the process is not, or no longer, a stray)'
+  ),
   message: z.string()
 })
 

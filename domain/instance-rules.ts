@@ -131,11 +131,14 @@ export function verdictFor (kind: Exclude<OperationKind, 'create'>, state: Insta
  * The operation that brings an instance to what the user intends, for the reconciler to start
  * when nothing is in flight (re-driving intent): an instance stuck in a transitional state after a
  * crash, or one whose intent its state does not meet. `failed` is left alone: whether a failed
- * instance comes back is its restart policy's call.
+ * instance comes back is its restart policy's call. A migration left without its execution is
+ * carried on (`migrate`: the same operation, resumed from its record), never replaced by a start,
+ * whose fencing would kill the VM it has.
  */
-export function convergenceFor (state: InstanceState, intended: IntendedState): 'start' | 'stop' | 'delete' | null {
+export function convergenceFor (state: InstanceState, intended: IntendedState): 'start' | 'stop' | 'delete' | 'migrate' | null {
   if (state === 'destroyed' || state === 'failed') return intended === 'destroyed' && state === 'failed' ? 'delete' : null
   if (intended === 'destroyed') return 'delete'
   if (intended === 'stopped') return state === 'stopped' ? null : 'stop'
+  if (state === 'migrating') return 'migrate'
   return state === 'running' ? null : 'start'
 }

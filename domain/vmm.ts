@@ -66,11 +66,18 @@ export type MigrationRole = 'source' | 'target'
  *   runs here now) or `failed` (the receive failed or was cancelled; the VMM is killed, as a
  *   target VMM is single-use);
  * - source: `sending` (`vm.send-migration` recorded, then issued), `finished` (`migration-finished`:
- *   the process exits 0 next) or `failed` (`migration-failed`, or the send was refused: the VM
- *   runs on here).
+ *   the process exits 0 next), `failed` (`migration-failed` before the downtime began, or the send
+ *   was refused: the VM runs on here) or `held` (`migration-failed` once the downtime had begun:
+ *   the target may run the VM, so the agent has paused it here; the control plane says which
+ *   side has it, and the source is resumed, `failed`, or killed).
  */
-export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed'] as const
+export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed', 'held'] as const
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number]
+
+/** A half that has finished or failed moves no more (a `held` source still waits for the control plane). */
+export function isFinalPhase (phase: MigrationPhase): boolean {
+  return phase === 'finished' || phase === 'failed'
+}
 
 /** A VMM's half of a live migration, owned and reported by that VMM's agent. */
 export interface VmmMigration {
@@ -104,6 +111,11 @@ export interface VmmReport {
   unresponsiveSince: string | null
   /** The VMM's half of a live migration, if it has one (absent from agents older than migration). */
   migration?: VmmMigration | null
+  /**
+   * Set on a report the control plane concludes itself (`concludedReport`), never by an agent:
+   * it outranks the agent's generations (`withReport`).
+   */
+  concluded?: true
 }
 
 /** Describes an exit for events and errors, e.g. "exited with code 3" or "killed by SIGSEGV". */
@@ -136,7 +148,7 @@ export interface VmmRecord {
 /**
  * A report the control plane makes itself about a VMM it has a positive answer for without a
  * report from the agent: the agent affirmed it has no such VMM (`destroyed`), or the VMM's host
- * was declared lost (`lost`). One generation past the last one applied.
+ * was declared lost (`lost`). One generation past the record it was made from, and `concluded`.
  */
 export function concludedReport (vmm: VmmRecord, state: 'destroyed' | 'lost', reason: string, observedAt: string): VmmReport {
   return {
@@ -148,22 +160,36 @@ export function concludedReport (vmm: VmmRecord, state: 'destroyed' | 'lost', re
     observedAt,
     reason,
     exit: null,
-    unresponsiveSince: null
+    unresponsiveSince: null,
+    concluded: true
   }
 }
 
 /**
- * A VMM's record once a report is taken in, or null when the report is stale: its generation is
- * not newer than the record's, or the record is already terminal. PostgreSQL applies the same
- * rule (activities/vmm-records.ts), so an execution's memory and the record never disagree.
+ * Whether a report is too old to take in: the record is terminal already (a VMM confirmed gone
+ * stays gone), or the report's generation is not newer than the record's. A conclusion of the
+ * control plane's is never too old for a live VMM: it is made from PostgreSQL's record, and an
+ * execution may hold newer answers of the agent that PostgreSQL has not yet recorded (a boot's
+ * first answer, say), so its generation says nothing about its order. It comes after everything
+ * the agent said: a host declared lost is fenced, whatever its agent last answered.
+ */
+export function isStaleReport (known: Pick<VmmRecord, 'state' | 'generation'>, report: VmmReport): boolean {
+  if (isTerminalVmmState(known.state)) return true
+  return report.generation <= known.generation && report.concluded !== true
+}
+
+/**
+ * A VMM's record once a report is taken in, or null when the report is stale (`isStaleReport`).
+ * PostgreSQL applies the same rule (activities/vmm-records.ts), so an execution's memory and the
+ * record never disagree.
  */
 export function withReport (known: VmmRecord, report: VmmReport): VmmRecord | null {
-  if (report.generation <= known.generation || isTerminalVmmState(known.state)) return null
+  if (isStaleReport(known, report)) return null
   const terminal = isTerminalVmmState(report.state)
   return {
     ...known,
     state: report.state,
-    generation: report.generation,
+    generation: Math.max(known.generation, report.generation),
     reason: report.reason,
     exit: report.exit,
     unresponsiveSince: report.unresponsiveSince,

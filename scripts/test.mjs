@@ -1,10 +1,10 @@
 /**
  * `npm test`, which CI runs through .ci/run: install and build what is missing or stale, make
  * sure the tools the tests use are there (the Temporal CLIs, the host agent's qemu-img, dosfstools,
- * mtools and iproute2, the stacks' nftables, HAProxy for the API replicas' stack, Docker Compose,
- * Temporal's server, schema tool and UI server for the cluster shape's test, Chromium: building
- * or installing them the first time takes minutes, better spent here than inside a test's
- * timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
+ * mtools and iproute2, the stacks' nftables, HAProxy for the API replicas' stack, libfaketime for
+ * the agents whose clock is skewed, Docker Compose, Temporal's server, schema tool and UI server
+ * for the cluster shape's test, Chromium: building or installing them the first time takes
+ * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
  * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
  * the fault matrix. Every folder runs even when an earlier one failed; the exit status is
  * non-zero if anything did. Reports and the stacks' logs go to test-output/.
@@ -34,16 +34,18 @@ const testEnv = {
 }
 
 const failures = []
-// The tests that need these find them again (findCompose, findChromium, the dev stack's HAProxy;
-// the cluster shape's stack builds its server) and fail saying what is missing; the other tests
-// still run.
+// The tests that need these find them again (findCompose, findChromium, findLibfaketime, the dev
+// stack's HAProxy; the cluster shape's stack builds its server) and fail saying what is missing;
+// the other tests still run.
 const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
 const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
 const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
 const { ensureHaproxy } = await import('../dist/scripts/tools/haproxy.js')
+const { ensureLibfaketime } = await import('../dist/scripts/tools/faketime.js')
 for (const [tool, ensure] of [
   ['the host tools', ensureHostTools],
   ['HAProxy', ensureHaproxy],
+  ['libfaketime', ensureLibfaketime],
   ['Docker Compose', ensureCompose],
   ["Temporal's server", ensureTemporalServer],
   ['Chromium', ensureChromium]

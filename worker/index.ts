@@ -7,7 +7,7 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel } from '@temporalio/worker'
 import type { WorkerConfig } from '../config/index.js'
 import { createPool, type Pool } from '../db/pool.js'
-import { createActivities } from '../activities/index.js'
+import { createActivities, type Activities } from '../activities/index.js'
 import type { Logger } from '../log/logger.js'
 import { heartbeatWhileRunning } from './activity-heartbeats.js'
 import { ensureReconcileSchedule } from './reconcile-schedule.js'
@@ -72,26 +72,32 @@ async function connectedWorker (config: WorkerConfig, pool: Pool): Promise<{ con
       workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH },
       interceptors: { activity: [heartbeatWhileRunning] },
       ...WORKER_TUNING,
-      activities: createActivities({
-        pool,
-        agentToken: config.agentToken,
-        agentCallTimeoutMs: config.agentCallTimeoutMs,
-        settings: {
-          bootTimeoutMs: config.bootTimeoutMs,
-          placementTimeoutMs: config.placementTimeoutMs,
-          killBackstopMs: config.killBackstopMs,
-          hostUnreachableAfterMs: config.hostUnreachableAfterMs,
-          restartBackoffMs: config.restartBackoffMs,
-          restartBackoffMaxMs: config.restartBackoffMaxMs,
-          restartResetMs: config.restartResetMs,
-          orphanGraceMs: config.orphanGraceMs,
-          migration: config.migration
-        }
-      })
+      activities: workerActivities(config, pool)
     })
     return { connection, worker }
   } catch (err) {
     await connection.close()
     throw err
   }
+}
+
+/** The activities as the worker's configuration makes them (tests run them on workers of their own). */
+export function workerActivities (config: WorkerConfig, pool: Pool): Activities {
+  return createActivities({
+    pool,
+    agentToken: config.agentToken,
+    agentCallTimeoutMs: config.agentCallTimeoutMs,
+    settings: {
+      bootTimeoutMs: config.bootTimeoutMs,
+      placementTimeoutMs: config.placementTimeoutMs,
+      killBackstopMs: config.killBackstopMs,
+      hostUnreachableAfterMs: config.hostUnreachableAfterMs,
+      restartBackoffMs: config.restartBackoffMs,
+      restartBackoffMaxMs: config.restartBackoffMaxMs,
+      restartResetMs: config.restartResetMs,
+      orphanGraceMs: config.orphanGraceMs,
+      migration: config.migration,
+      history: config.history
+    }
+  })
 }

@@ -3,29 +3,41 @@
  *
  * The API cordons the host first (placement takes no host that is cordoned, so nothing new
  * lands there), then starts this workflow. It moves every instance whose active VMM lives on the
- * host to other hosts by live migration, a few at a time (`concurrency`):
+ * host to other hosts by live migration, a few at a time (`concurrency`), and ends `drained` only
+ * once no VMM of any instance lives there:
  *
- * - Each round lists the instances on the host. A running one with no migration of this drain
- *   in flight is asked to migrate: a migrate operation of its own under `instance-<id>`, whose ID
- *   this workflow chooses (and so records) before the activity starts it, so a retry finds it.
- *   An instance busy with another operation, or not running yet, is tried again next round.
+ * - Each round lists the instances with a live VMM on the host. A running one whose active VMM is
+ *   there, with no migration of this drain in flight, is asked to migrate: a migrate operation of
+ *   its own under `instance-<id>`, whose ID this workflow chooses (and so records) before the
+ *   activity starts it, so a retry finds it. An instance busy with another operation, or not
+ *   running yet, is tried again next round.
+ * - An instance whose active VMM is elsewhere, with only a migration's other half on the host (a
+ *   target placed before the cordon, a source not gone yet after its commit), is never asked to
+ *   migrate (that would move its active VMM, not the one here): it is waited for. Its migration,
+ *   or the kill of its source, ends that VMM; a target that commits makes it an instance to move.
  * - The outcomes of the operations in flight are read each round. A failed migration is tried
  *   again, up to `MAX_ATTEMPTS` per instance; after that the instance counts as failed.
- * - The drain ends `drained` once no instance has a VMM on the host, `failed` when only
- *   instances whose migrations kept failing are left, or `stopped` when an operator uncordons
- *   the host (`uncordonHost`): migrations already asked for carry on as the operations they are.
+ * - The drain ends `drained` once nothing lives on the host and every migration it asked for has
+ *   its outcome (so `migrated` counts them all), `failed` when only instances whose migrations
+ *   kept failing are left, or `stopped` when an operator uncordons the host (`uncordonHost`):
+ *   migrations already asked for carry on as the operations they are.
  *
  * Stopped instances have no VMM and so no host: their disks are in the storage every host
  * mounts, and they start wherever placement puts them. There is nothing to move.
  *
- * Its progress (found, migrated, failed) is written for `GET /v1/hosts` after each round that
- * changed it. The history is kept short by continuing as new when Temporal suggests it.
+ * Its progress (found: the instances whose active VMM it found on the host; migrated; failed) is
+ * written for `GET /v1/hosts` after each round that changed it. The history is kept short by
+ * continuing as new when Temporal suggests it, at the end of a round, and never once stopped: a
+ * stop is a flag of the run that took it, which a next run would not have. (No stop can arrive
+ * after that decision: Temporal refuses to close a run while a signal waits that its last task
+ * did not see, and the task runs again with the signal.)
  */
-import { condition, continueAsNew, setHandler, uuid4, workflowInfo } from '@temporalio/workflow'
+import { condition, continueAsNew, patched, setHandler, uuid4, workflowInfo } from '@temporalio/workflow'
 import type { DrainProgress } from '../activities/drains.js'
 import type { MigrateRequest } from '../domain/requests.js'
 import { records } from './activities.js'
 import { stopDrainSignal, type DrainHostInput, type DrainState } from './definitions.js'
+import { DRAIN_AWAITS_OUTCOMES_PATCH, DRAIN_KEEPS_STOP_PATCH } from './patches.js'
 
 /** How often the drain looks at the host and at its migrations. */
 const ROUND_MS = 2000
@@ -48,20 +60,29 @@ export async function drainHost (input: DrainHostInput): Promise<DrainProgress['
   while (!stopped) {
     await collectOutcomes(state)
     const onHost = await records.instancesOnHost(input.hostId)
-    for (const instance of onHost) if (!state.found.includes(instance.id)) state.found.push(instance.id)
-    const remaining = onHost.filter((i) => !state.gaveUp.includes(i.id))
-    if (onHost.length === 0 || (remaining.length === 0 && Object.keys(state.inFlight).length === 0)) {
-      await report(onHost.length === 0 ? 'drained' : 'failed')
-      return onHost.length === 0 ? 'drained' : 'failed'
+    // Only an instance whose active VMM is here is moved, and counted found; one with only a
+    // migration's other half here is waited for. (A result recorded before `activeElsewhere`
+    // existed lacks it: it listed active VMMs only.)
+    const toMove = onHost.filter((i) => !i.activeElsewhere)
+    for (const instance of toMove) if (!state.found.includes(instance.id)) state.found.push(instance.id)
+    const settled = Object.keys(state.inFlight).length === 0
+    if (onHost.length === 0 && (settled || !patched(DRAIN_AWAITS_OUTCOMES_PATCH))) {
+      await report('drained')
+      return 'drained'
     }
-    for (const instance of remaining) {
+    if (settled && onHost.every((i) => state.gaveUp.includes(i.id))) {
+      await report('failed')
+      return 'failed'
+    }
+    for (const instance of toMove) {
       if (Object.keys(state.inFlight).length >= input.concurrency) break
-      if (state.inFlight[instance.id] !== undefined || instance.state !== 'running') continue
+      if (state.inFlight[instance.id] !== undefined || state.gaveUp.includes(instance.id) || instance.state !== 'running') continue
       const request: MigrateRequest = { kind: 'migrate', operationId: uuid4(), instanceId: instance.id, requestedAt: new Date().toISOString() }
       if (await records.requestMigration(request, instance) === 'started') state.inFlight[instance.id] = request.operationId
     }
     await report('draining')
-    if (workflowInfo().continueAsNewSuggested) await continueAsNew<typeof drainHost>({ ...input, state })
+    // A stop taken this round ends the drain below; a next run would never hear of it.
+    if (workflowInfo().continueAsNewSuggested && !(stopped && patched(DRAIN_KEEPS_STOP_PATCH))) await continueAsNew<typeof drainHost>({ ...input, state })
     await condition(() => stopped, ROUND_MS)
   }
   await report('stopped')

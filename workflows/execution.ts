@@ -20,7 +20,11 @@
  *    (a VMM that crashed right after booting still fails the instance), runs halts that arrived
  *    late, and completes only once every report it received is recorded (I5). A stop or delete
  *    that reached an execution which only took in reports, and a start or reboot handed over,
- *    continue as a new execution of their own workflow type.
+ *    continue as a new execution of their own workflow type;
+ * 4. keeps going whatever befalls an operation: a failure the operation has no answer for ends
+ *    that operation (`Interrupted`), never the execution (a migration is left for the reconciler
+ *    to carry on from its record), and a halt whose history grows long (a wait of months on an
+ *    unreachable host, a flood of requests) continues as new carrying every halt it holds.
  *
  * The write path (docs/design.md §8). Every write is a regular activity, scheduled by a workflow
  * task that has completed: the decision is in the history before its effect, so a workflow task
@@ -34,12 +38,14 @@
  * what people see.
  */
 import {
+  ActivityFailure,
   allHandlersFinished,
   CancellationScope,
   condition,
   isCancellation,
   log,
   makeContinueAsNewFunc,
+  patched,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -50,7 +56,7 @@ import {
 import type { SearchAttributePair } from '@temporalio/common'
 import type { ChangeEvent, ChangeResult, InstanceChange, InstanceFields, InstanceSnapshot, MigrationUpdate } from '../activities/instance-records.js'
 import type { MigrationTarget } from '../activities/vmm-records.js'
-import type { OperationSettings } from '../activities/index.js'
+import type { HistoryLimits, OperationSettings } from '../activities/index.js'
 import { decisionKeys } from '../domain/decisions.js'
 import type { Instance, InstanceError } from '../domain/instance.js'
 import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
@@ -76,7 +82,8 @@ import { recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
-import { start } from './start.js'
+import { describeFailure, start } from './start.js'
+import { HALTS_CONTINUE_AS_NEW_PATCH, OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
 import { VmmBook } from './vmm-book.js'
 
 /** A change as operations describe it; `change` adds the instance, times and reports. */
@@ -202,6 +209,11 @@ export class InstanceExecution {
   /** Who asked to cancel the migration, if anyone has. */
   cancelOf (migrationId: string): string | null {
     return this.migrationCancels.get(migrationId) ?? null
+  }
+
+  /** Takes in a VMM's record read from PostgreSQL (one the snapshot leaves out, gone, say). */
+  remember (vmm: VmmRecord): void {
+    this.vmms.remember(vmm)
   }
 
   /** Takes in an agent's answer exactly like a report it sent. */
@@ -376,8 +388,9 @@ export class InstanceExecution {
     try {
       await scope.run(() => this.runBody(request))
     } catch (err) {
-      if (!isCancellation(err) || !this.halts.any) throw err
-      await this.supersede(request)
+      if (isCancellation(err) && this.halts.any) await this.supersede(request)
+      else if (err instanceof ActivityFailure && patched(OPERATION_OUTLIVES_FAILURE_PATCH)) await this.interrupt(request, err)
+      else throw err
     } finally {
       this.current = null
       this.bodyScope = null
@@ -392,6 +405,26 @@ export class InstanceExecution {
       case 'reboot': return await reboot(this, request)
       case 'migrate': return await migrate(this, request)
     }
+  }
+
+  /**
+   * An activity's failure escaped the operation (a refusal it had no answer for): the operation
+   * ends, never the execution, which goes on to settle the instance and take in what arrives. A
+   * migration's outcome is decided by both its sides, so one that cannot go on is left running,
+   * for the reconciler to carry on from its record (activities/reconciler.ts): recording it failed
+   * while its target may commit would be a lie.
+   */
+  private async interrupt (request: Exclude<OperationRequest, HaltRequest>, err: ActivityFailure): Promise<void> {
+    const message = `${request.kind} interrupted by a failure it has no answer for: ${describeFailure(err)}`
+    log.error(message, { operationId: request.operationId })
+    this.enterPhase('interrupted', message)
+    if (request.kind === 'migrate') return
+    await this.change({
+      decision: decisionKeys.finished(request.operationId),
+      kind: 'operation-finished',
+      message,
+      operation: { request, status: 'failed', error: { code: 'Interrupted', message } }
+    })
   }
 
   private async supersede (request: OperationRequest): Promise<void> {
@@ -424,21 +457,26 @@ export class InstanceExecution {
     for (;;) {
       restart = await this.runWhatArrived()
       await condition(allHandlersFinished)
-      for (const request of this.refusedHandoffs.splice(0)) {
-        const message = `${request.kind} refused: another request was already waiting to run`
-        await this.change({
-          decision: decisionKeys.finished(request.operationId),
-          kind: 'operation-finished',
-          message,
-          operation: { request, status: 'failed', error: { code: 'Conflict', message } }
-        })
-      }
+      await this.recordRefusedHandoffs()
       if (this.recorded()) break
     }
     const [halt, ...others] = this.halts.takeAll()
     if (halt !== undefined) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[halt.kind] })(halt, ...others)
     if (this.handoff !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[this.handoff.kind] })(this.handoff)
     if (restart !== null) await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES.start })(restart)
+  }
+
+  /** Records each start, reboot or migrate refused because another was already waiting to run. */
+  private async recordRefusedHandoffs (): Promise<void> {
+    for (const request of this.refusedHandoffs.splice(0)) {
+      const message = `${request.kind} refused: another request was already waiting to run`
+      await this.change({
+        decision: decisionKeys.finished(request.operationId),
+        kind: 'operation-finished',
+        message,
+        operation: { request, status: 'failed', error: { code: 'Conflict', message } }
+      })
+    }
   }
 
   /**
@@ -456,7 +494,7 @@ export class InstanceExecution {
       if (runsHalts()) {
         this.setOperation({ kind: this.halts.kind(), operationId: this.halts.pending[0].operationId })
         this.operating = true
-        await halt(this).finally(() => { this.operating = false })
+        await this.runHalt().finally(() => { this.operating = false })
         continue
       }
       await this.settle()
@@ -469,6 +507,46 @@ export class InstanceExecution {
   }
 
   /**
+   * Runs the halt. A halt may wait long on a host that does not answer (I2), and take in a flood of
+   * stops, deletes and reports meanwhile; once the history is long (`historyIsLong`) it continues
+   * as a new execution carrying every halt it holds. A halt runs again from its start as it would
+   * after a reset: each of its writes finds its decision recorded, and its calls to agents are the
+   * same (the same deadline, the same kill).
+   */
+  private async runHalt (): Promise<void> {
+    if (!patched(HALTS_CONTINUE_AS_NEW_PATCH)) {
+      await halt(this)
+      return
+    }
+    const scope = new CancellationScope()
+    let tooLong = false
+    const watch = new CancellationScope()
+    const limits = this.settings.history ?? DEFAULT_HISTORY_LIMITS
+    // What the run adds while the halt waits counts, not what it took to begin it (a run that
+    // carries many halts records each one's start again).
+    let waitingSince: number | null = null
+    watch.run(() => condition(() => waitingSince !== null && historyIsLong(limits, waitingSince))).then(() => { tooLong = true; scope.cancel() }, () => {})
+    try {
+      await scope.run(() => halt(this, () => { waitingSince = workflowInfo().historyLength }))
+    } catch (err) {
+      if (!(tooLong && isCancellation(err))) throw err
+      await this.continueHaltsAsNew()
+    } finally {
+      watch.cancel()
+    }
+  }
+
+  /** Records what is owed (refused hand-overs, reports), then continues as new with every halt held. */
+  private async continueHaltsAsNew (): Promise<never> {
+    await this.recordRefusedHandoffs()
+    await condition(() => this.writesInFlight === 0)
+    await this.recordReports()
+    const [first, ...others] = this.halts.takeAll()
+    log.info('the history is long: continuing as new with the halts held', { halts: others.length + 1 })
+    return await makeContinueAsNewFunc({ workflowType: WORKFLOW_TYPES[first!.kind] })(first, ...others)
+  }
+
+  /**
    * Brings the instance in line with what its active VMM reported when no operation was there to
    * take it in: a VMM that ended makes the instance stopped or failed (only positive signals get
    * here, I2); a VMM found running makes a starting or rebooting instance running.
@@ -477,6 +555,9 @@ export class InstanceExecution {
     const vmm = this.activeVmm()
     const state = this.instance.state
     if (vmm === null || state === 'destroyed' || state === 'stopped' || state === 'failed') return
+    // A migration left unfinished is carried on from its record, which decides where the VM runs:
+    // its source may be held paused, and reads `running` all the same.
+    if (state === 'migrating' && !isTerminalVmmState(vmm.state) && patched(OPERATION_OUTLIVES_FAILURE_PATCH)) return
     if (isTerminalVmmState(vmm.state)) {
       const outcome = outcomeOfVmmEnd(vmm)
       const restart = planRestart(this.instance, vmm, outcome, this.settings, Date.now())
@@ -511,6 +592,15 @@ export class InstanceExecution {
     this.operation = operation
     showInSearch([{ key: OperationKey, value: operation.kind }])
   }
+}
+
+/** For settings recorded before they named them: the values of config/index.ts `history`. */
+const DEFAULT_HISTORY_LIMITS: HistoryLimits = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 }
+
+/** Whether a run is to continue as new: its history is long, and it grew by enough since `began`. */
+function historyIsLong (limits: HistoryLimits, began: number): boolean {
+  const { continueAsNewSuggested, historyLength } = workflowInfo()
+  return (continueAsNewSuggested || historyLength >= limits.continueAsNewAfterEvents) && historyLength - began >= limits.minGrowthEvents
 }
 
 /**

@@ -5,10 +5,11 @@
  * earliest deadline wins and a delete among them turns the whole halt into a delete.
  *
  * For each VMM of the instance that is not confirmed gone:
- * 1. Graceful: the agent is asked to press the ACPI power button, and is told the deadline. The
- *    agent presses again every few seconds and kills the VMM itself at the deadline, so the kill
- *    happens on time even if this worker or Temporal is down at that moment. A lowered deadline
- *    is sent again.
+ * 1. Graceful: the agent is asked to press the ACPI power button, and is told the deadline (as
+ *    the time left: the activity reckons it on the control plane's clock, the agent sets it on
+ *    its own). The agent presses again every few seconds and kills the VMM itself at the
+ *    deadline, so the kill happens on time even if this worker or Temporal is down at that
+ *    moment. A lowered deadline is sent again.
  * 2. Wait, on a durable timer, for the VMM to end. The agent kills at the deadline; this waits a
  *    short backstop longer for its report.
  * 3. The kill branch, always: the agent kills the VMM if it still lives, waits for the process
@@ -33,7 +34,8 @@ import type { InstanceExecution } from './execution.js'
 import { HALT_OF_DESTROYED_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
-export async function halt (execution: InstanceExecution): Promise<void> {
+/** `onWaiting`: called once the halt's operations are recorded started and it waits for the VMMs. */
+export async function halt (execution: InstanceExecution, onWaiting: () => void = () => {}): Promise<void> {
   if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
     await recordServed(execution, [...execution.halts.pending], 'done: the instance was already destroyed')
     return
@@ -43,6 +45,7 @@ export async function halt (execution: InstanceExecution): Promise<void> {
   execution.enterPhase('stopping', stoppingDetail(execution))
   const started = new Set<string>()
   await recordStarted(execution, started)
+  onWaiting()
   const vmms = execution.liveVmms()
   await Promise.all(vmms.map(async (vmm) => { await stopVmm(execution, vmm) }))
   // Halts that arrived while this one ran are served by it too.

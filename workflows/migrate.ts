@@ -22,12 +22,23 @@
  *    of its receive) is the commit point: the VM runs there now. The next write makes the target
  *    the active VMM and the migration `committed`, in one transaction, before anything else is
  *    done. Then the source must be confirmed gone: it exits 0 after `migration-finished`, or it
- *    is killed (were the final acknowledgement lost, both sides would resume: the target wins).
+ *    is killed, at once when its send failed (the acknowledgement was lost: the target wins).
  * 6. Before the commit point, on failure, cancel or timeout: the target is cancelled. Its agent
  *    kills it unless it has finished receiving, in which case the migration commits after all (a
  *    cancel that comes too late loses nothing). Then the source is confirmed running (its send
- *    fails once the target is gone, and the VM resumes there), and the operation fails with the
- *    instance `running` on the source.
+ *    fails once the target is gone, and the VM resumes there; a source its agent holds paused is
+ *    resumed now), and the operation fails with the instance `running` on the source.
+ *
+ * The guest runs in one place (docs/design.md §15). A source whose send failed after the downtime
+ * began may have handed the VM over without hearing so: its agent pauses it (its half `held`),
+ * needing nothing from here, and this decides from the target's half: the target wins when it
+ * finished (the source is killed), or the held source is resumed. The send's and the cancel's
+ * calls run beside the reading of both sides' reports: a host that does not answer holds up
+ * neither a cancel, a timeout, nor the target's commit, only what needs its own word.
+ *
+ * A migration resumes from its record. An execution that finds its migration recorded (reset,
+ * interrupted and carried on by the reconciler) takes the source the record names, never the
+ * active VMM (after the commit, the target), and goes on from the recorded phase.
  *
  * Timeouts follow KubeVirt: the migration is cancelled after `progressTimeoutMs` without
  * progress (a new phase on either side, or a memory iteration), or after `completionMsPerGiB`
@@ -43,19 +54,27 @@
  * source, kills each at the deadline, and records the instance stopped only once both are
  * confirmed gone (omicron #8755, #11107).
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, patched } from '@temporalio/workflow'
+import type { RecordedMigration } from '../activities/instance-records.js'
 import { decisionKeys } from '../domain/decisions.js'
-import { completionTimeoutMs, type MigrationStatus } from '../domain/migration.js'
+import { completionTimeoutMs, isMigrationOver, type MigrationStatus } from '../domain/migration.js'
 import { vmmSpecOf } from '../domain/instance.js'
 import type { MigrateRequest } from '../domain/requests.js'
-import { isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
-import { agents } from './activities.js'
+import { isFinalPhase, isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
+import { agents, reads } from './activities.js'
 import type { ChangeInput, InstanceExecution } from './execution.js'
+import { MIGRATE_RESUMES_FROM_RECORD_PATCH, ONE_GUEST_ONE_PLACE_PATCH } from './patches.js'
 import { describeFailure } from './start.js'
-import { destroyOnHost } from './vmm-actions.js'
+import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
-/** After the commit point, how long the source has to exit by itself before it is killed. */
+/** After the commit point, how long a source that handed the VM over has to exit by itself before it is killed. */
 const SOURCE_EXIT_WAIT_MS = 10_000
+/**
+ * After the commit point, how long a source still `sending` has to hear the target's
+ * acknowledgement: Cloud Hypervisor has paused its VM for the downtime meanwhile, so nothing runs
+ * there; past this it is killed.
+ */
+const SOURCE_ACK_WAIT_MS = 2_000
 /** After the target is killed, how long the source has to report its send failed before it is asked. */
 const SOURCE_SETTLE_WAIT_MS = 30_000
 
@@ -69,6 +88,13 @@ interface Failure {
 type Ending = { committed: true } | { committed: false, failure: Failure }
 
 export async function migrate (execution: InstanceExecution, request: MigrateRequest): Promise<void> {
+  // A migration this operation recorded already (its execution reset, retried or continued as
+  // new) resumes from its record: its source is the one it recorded, whatever is active now.
+  const recorded = patched(MIGRATE_RESUMES_FROM_RECORD_PATCH) ? await reads.readMigration(request.operationId) : null
+  if (recorded !== null) {
+    await resume(execution, request, recorded)
+    return
+  }
   const source = execution.activeVmm()
   const state = execution.instance.state
   if (source === null || source.state !== 'running' || state !== 'running') {
@@ -80,6 +106,15 @@ export async function migrate (execution: InstanceExecution, request: MigrateReq
     return
   }
   await new Migration(execution, request, source).run()
+}
+
+/** Carries a recorded migration on to its end; one that ended has nothing left to do. */
+async function resume (execution: InstanceExecution, request: MigrateRequest, recorded: RecordedMigration): Promise<void> {
+  if (isMigrationOver(recorded.phase)) return
+  for (const vmm of [recorded.source, recorded.target]) if (vmm !== null) execution.remember(vmm)
+  const migration = new Migration(execution, request, recorded.source, recorded.cancelRequested)
+  if (recorded.phase === 'committed') await migration.finishCommitted(recorded.target!)
+  else await migration.run()
 }
 
 async function refuse (execution: InstanceExecution, request: MigrateRequest, message: string): Promise<void> {
@@ -94,16 +129,26 @@ async function refuse (execution: InstanceExecution, request: MigrateRequest, me
 class Migration {
   private target: { vmmId: string, hostId: string } | null = null
   private sendIssued = false
+  /** The send's call, running beside the wait for both sides' reports; cancelled at the ending. */
+  private sendCall: CancellationScope | null = null
   /** The source's agent refused the send (its VMM no longer runs, say): why. */
   private sendRefused: string | null = null
   private progressMark = ''
   private progressAt = Date.now()
   private readonly startedAt = Date.now()
+  /**
+   * The guest runs in one place (module comment, docs/design.md §15): the send's and the
+   * cancel's calls never hold up the reading of both sides, a source is killed once its target
+   * has the VM, and a source its agent holds paused is resumed when the target does not.
+   */
+  private readonly onePlace = patched(ONE_GUEST_ONE_PLACE_PATCH)
 
+  /** `cancelRecorded`: an earlier run of this operation recorded a cancel. */
   constructor (
     private readonly execution: InstanceExecution,
     private readonly request: MigrateRequest,
-    private readonly source: VmmRecord
+    private readonly source: VmmRecord,
+    private readonly cancelRecorded = false
   ) {}
 
   private get id (): string {
@@ -174,8 +219,16 @@ class Migration {
     })
     ensure.catch((err: unknown) => { refused = describeFailure(err) })
 
+    try {
+      return await this.followBothSides(() => refused)
+    } finally {
+      this.sendCall?.cancel()
+    }
+  }
+
+  private async followBothSides (refused: () => string | null): Promise<Ending> {
     for (;;) {
-      const ending = this.ending(refused)
+      const ending = this.ending(refused())
       if (ending !== null) return ending
       if (!this.sendIssued && this.targetReady()) {
         await this.send()
@@ -183,7 +236,7 @@ class Migration {
       }
       this.noteProgress()
       const moved = await this.execution.waitFor(
-        () => this.ending(refused) !== null || (!this.sendIssued && this.targetReady()) || this.progressChanged(),
+        () => this.ending(refused()) !== null || (!this.sendIssued && this.targetReady()) || this.progressChanged(),
         this.msUntilGivingUp()
       )
       if (!moved && this.msUntilGivingUp() <= 0) return { committed: false, failure: this.timedOut() }
@@ -197,20 +250,31 @@ class Migration {
     await this.step('sending', 'sending', `target VMM ready on ${this.target!.hostId} at ${receiverUrl}; sending the VM`)
     const timeoutS = Math.ceil(completionTimeoutMs(this.execution.settings.migration, this.execution.instance.memoryMiB) / 1000)
     this.sendIssued = true
-    try {
-      this.execution.observe(await agents.sendMigration({
-        hostId: this.source.hostId,
-        vmmId: this.source.id,
-        migrationId: this.id,
-        destinationUrl: receiverUrl,
-        downtimeMs: this.execution.settings.migration.downtimeMs,
-        timeoutS
-      }))
-    } catch (err) {
-      // Refused (the answer, not an outage: that is retried): the migration fails before its commit point.
-      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
-      this.sendRefused = describeFailure(err)
+    const call = async (): Promise<void> => {
+      try {
+        this.execution.observe(await agents.sendMigration({
+          hostId: this.source.hostId,
+          vmmId: this.source.id,
+          migrationId: this.id,
+          destinationUrl: receiverUrl,
+          downtimeMs: this.execution.settings.migration.downtimeMs,
+          timeoutS
+        }))
+      } catch (err) {
+        // Refused (the answer, not an outage: that is retried): the migration fails before its commit point.
+        if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
+        this.sendRefused = describeFailure(err)
+      }
     }
+    if (!this.onePlace) {
+      await call()
+      return
+    }
+    // The source's host may be away while the target goes on: the call must not hold up what
+    // both sides report (a commit, a cancel, a timeout). It is cancelled at the ending.
+    const scope = new CancellationScope()
+    this.sendCall = scope
+    scope.run(call).catch((err: unknown) => { if (!isCancellation(err)) this.sendRefused = describeFailure(err) })
   }
 
   /** What ends the transfer, from what both sides reported, or null while it goes on. */
@@ -220,7 +284,7 @@ class Migration {
     if (target?.migration?.id === this.id && target.migration.phase === 'finished') return { committed: true }
     // The source handed the VM over: the target acknowledged it, and is waited for (commit).
     if (source?.exit?.cause === 'migrated') return { committed: true }
-    const requestedBy = this.execution.cancelOf(this.id)
+    const requestedBy = this.execution.cancelOf(this.id) ?? (this.cancelRecorded ? 'a request an earlier run of this migration took' : null)
     if (requestedBy !== null) return this.failed('cancelled', 'MigrationCancelled', `cancelled by ${requestedBy}`)
     if (refused !== null) return this.failed('failed', 'MigrationFailed', `the target's host refused it: ${refused}`)
     if (this.sendRefused !== null) return this.failed('failed', 'MigrationFailed', `the source's host refused to send: ${this.sendRefused}`)
@@ -302,13 +366,19 @@ class Migration {
     }
     this.execution.enterPhase('committed', `the VM runs on ${target.hostId}`)
     await this.step('committed', 'committed', `committed: the VM runs on ${target.hostId}`, { set: { activeVmmId: target.vmmId }, vmmId: target.vmmId })
+    await this.finishCommitted(this.execution.vmm(target.vmmId)!)
+  }
+
+  /** Past the commit point (recorded): the source goes, then the operation's success. */
+  async finishCommitted (target: VmmRecord): Promise<void> {
+    this.target = { vmmId: target.id, hostId: target.hostId }
     await this.confirmSourceGone()
     this.execution.enterPhase('running')
     await this.execution.change({
       decision: decisionKeys.finished(this.id),
       kind: 'operation-finished',
       message: `migrated from ${this.source.hostId} to ${target.hostId}`,
-      vmmId: target.vmmId,
+      vmmId: target.id,
       set: { state: 'running', lastError: null },
       operation: { request: this.request, status: 'succeeded' },
       migration: { id: this.id, phase: 'succeeded' }
@@ -325,13 +395,28 @@ class Migration {
     const settled = (): boolean => this.half(vmmId)?.phase === 'finished' || this.execution.isGone(vmmId)
     while (!settled()) {
       if (await this.execution.waitFor(settled, this.execution.settings.migration.progressTimeoutMs)) break
-      this.execution.observe(await agents.describeVmm({ hostId, vmmId }))
+      await describeOnHost(this.execution, { hostId, vmmId })
     }
   }
 
-  /** The source exits 0 by itself right after `migration-finished`; otherwise it is killed. */
+  /**
+   * The target has the VM, so the source must not run it: it exits 0 by itself right after
+   * `migration-finished`, and is killed otherwise. A source whose send failed (`held`: paused by
+   * its agent; or `failed`, resumed, from an agent that does not hold) is killed at once; one
+   * still `sending`, paused by Cloud Hypervisor for the downtime, is given the moment its
+   * acknowledgement takes, to exit by itself.
+   */
   private async confirmSourceGone (): Promise<void> {
-    if (await this.execution.waitFor(() => this.execution.isGone(this.source.id), SOURCE_EXIT_WAIT_MS)) return
+    const gone = (): boolean => this.execution.isGone(this.source.id)
+    if (this.onePlace) {
+      const handedOver = (): boolean => this.half(this.source.id)?.phase === 'finished'
+      const sending = (): boolean => this.half(this.source.id)?.phase === 'sending'
+      if (sending()) await this.execution.waitFor(() => gone() || !sending(), SOURCE_ACK_WAIT_MS)
+      if (handedOver()) await this.execution.waitFor(gone, SOURCE_EXIT_WAIT_MS)
+    } else {
+      await this.execution.waitFor(gone, SOURCE_EXIT_WAIT_MS)
+    }
+    if (gone()) return
     this.execution.enterPhase('committed', `the source VMM ${this.source.id} did not exit by itself; killing it`)
     await destroyOnHost(this.execution, this.execution.vmm(this.source.id) ?? this.source)
   }
@@ -354,27 +439,53 @@ class Migration {
   private async cancelTarget (): Promise<boolean> {
     const target = this.execution.vmm(this.target!.vmmId)
     if (target === null || this.execution.isGone(target.id)) return false
-    try {
-      this.execution.observe(await agents.cancelIncomingMigration({ hostId: target.hostId, vmmId: target.id, migrationId: this.id }))
-    } catch (err) {
-      // The agent answered that the VMM is not this migration's target (it never recorded it):
-      // it holds no VM, so it is killed outright.
-      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
-      await destroyOnHost(this.execution, target)
-      return false
+    const finished = (): boolean => this.half(target.id)?.phase === 'finished' && !this.execution.isGone(target.id)
+    let refused = false
+    const call = async (): Promise<void> => {
+      try {
+        this.execution.observe(await agents.cancelIncomingMigration({ hostId: target.hostId, vmmId: target.id, migrationId: this.id }))
+      } catch (err) {
+        // The agent answered that the VMM is not this migration's target (it never recorded it).
+        if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) throw err
+        refused = true
+      }
     }
-    return this.half(target.id)?.phase === 'finished' && !this.execution.isGone(target.id)
+    if (this.onePlace) {
+      // While the target's host is away, what the target reports by other means settles it too.
+      let answered = false
+      let failure: unknown = null
+      const scope = new CancellationScope()
+      scope.run(call).then(() => { answered = true }, (err: unknown) => { failure = err })
+      const over = (): boolean => this.execution.isGone(target.id) || isFinalPhase(this.half(target.id)?.phase ?? 'preparing')
+      await this.execution.waitFor(() => answered || failure !== null || over())
+      scope.cancel()
+      if (failure !== null && !over()) throw failure
+    } else {
+      await call()
+    }
+    // A VMM the agent says is not this migration's target holds no VM: it is killed outright.
+    if (refused) await destroyOnHost(this.execution, target)
+    return !refused && finished()
   }
 
   /**
-   * The source's send fails once its target is gone, and the VM resumes there. Its agent is
-   * asked if it has not said so in time. A source found gone fails the instance afterwards, as
-   * any end of its active VMM does (execution.ts `settle`).
+   * The source's send fails once its target is gone, and the VM resumes there; a source its
+   * agent holds paused (the send failed past the downtime) is resumed now that the target is
+   * known not to have the VM. Its agent is asked if it has not said so in time. A source found
+   * gone fails the instance afterwards, as any end of its active VMM does (execution.ts `settle`).
    */
   private async confirmSourceRunning (): Promise<void> {
-    const settled = (): boolean => this.execution.isGone(this.source.id) || this.half(this.source.id)?.phase !== 'sending'
-    if (await this.execution.waitFor(settled, SOURCE_SETTLE_WAIT_MS)) return
-    this.execution.observe(await agents.describeVmm({ hostId: this.source.hostId, vmmId: this.source.id }))
+    // A send issued whose answer was never heard (the source's host away) may have started: only
+    // the source's own word settles it.
+    const unheard = (): boolean => this.onePlace && this.sendIssued && this.half(this.source.id) === null
+    const settled = (): boolean => this.execution.isGone(this.source.id) || (!unheard() && this.half(this.source.id)?.phase !== 'sending')
+    if (!await this.execution.waitFor(settled, SOURCE_SETTLE_WAIT_MS)) {
+      await describeOnHost(this.execution, { hostId: this.source.hostId, vmmId: this.source.id })
+    }
+    if (this.half(this.source.id)?.phase === 'held' && !this.execution.isGone(this.source.id)) {
+      this.execution.enterPhase('cancelling', `the target does not have the VM; resuming it on ${this.source.hostId}`)
+      this.execution.observe(await agents.resumeHeldSource({ hostId: this.source.hostId, vmmId: this.source.id, migrationId: this.id }))
+    }
   }
 
   private async fail (failure: Failure): Promise<void> {

@@ -10,7 +10,7 @@ import type { RebootRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
 import { bootNewVmm } from './start.js'
-import { destroyOnHost } from './vmm-actions.js'
+import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
 export async function reboot (execution: InstanceExecution, request: RebootRequest): Promise<void> {
   const vmm = execution.activeVmm()
@@ -72,6 +72,6 @@ async function rebootInPlace (execution: InstanceExecution, vmmId: string, hostI
   if (await execution.waitFor(() => execution.isGone(vmmId) || back(), execution.settings.bootTimeoutMs)) return back()
   // No report by the deadline is not a report that the VM did not come back (I2): its agent is
   // asked before the VMM is killed, as a start's boot deadline does.
-  execution.observe(await agents.describeVmm({ hostId, vmmId }))
+  await describeOnHost(execution, { hostId, vmmId })
   return back()
 }

@@ -8,7 +8,7 @@
 import { patched, uuid4 } from '@temporalio/workflow'
 import type { HostReconciliation, ReconcileCounts } from '../activities/reconciler.js'
 import { reconciler, records } from './activities.js'
-import { INSTANCE_STORAGE_PATCH } from './patches.js'
+import { HOST_LOSS_CATCH_UP_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 
 export interface ReconcileSummary {
   passId: string
@@ -41,6 +41,11 @@ export async function reconcile (): Promise<ReconcileSummary> {
       add('instancesRedriven', 1)
       actions.push(action)
     }
+  }
+  if (patched(HOST_LOSS_CATCH_UP_PATCH)) {
+    const told = await reconciler.retellHostLosses()
+    add('hostLossesRetold', told.length)
+    actions.push(...told)
   }
   const closed = await reconciler.closeAbandonedOperations()
   add('operationsClosed', closed.length)

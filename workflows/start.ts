@@ -24,7 +24,7 @@ import { vmmSpecOf } from '../domain/instance.js'
 import type { BootRequest, StartRequest } from '../domain/requests.js'
 import { agents } from './activities.js'
 import type { ChangeInput, InstanceExecution, Placement } from './execution.js'
-import { destroyOnHost } from './vmm-actions.js'
+import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
 export async function start (execution: InstanceExecution, request: StartRequest): Promise<void> {
   const active = execution.activeVmm()
@@ -126,7 +126,7 @@ async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: 
   // Temporal server can hold a running VM's report past it. The agent is asked first, and the VM
   // killed only if it still does not run.
   if (!settled && refused === null) {
-    execution.observe(await agents.describeVmm({ hostId, vmmId }))
+    await describeOnHost(execution, { hostId, vmmId })
     if (execution.isRunning(vmmId)) return null
   }
 

@@ -1,10 +1,11 @@
 /**
- * What operations do to one VMM through its host's agent, shared by start, reboot and halt.
+ * What operations do to one VMM through its host's agent, shared by start, reboot, migrate and halt.
  */
-import { CancellationScope } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { concludedReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { agents } from './activities.js'
 import type { InstanceExecution } from './execution.js'
+import { REFUSED_DESCRIBE_IS_NO_NEWS_PATCH } from './patches.js'
 
 /**
  * Kills the VMM if it lives, waits for its process to exit and cleans up after it: the kill
@@ -30,5 +31,20 @@ export async function destroyOnHost (execution: InstanceExecution, vmm: VmmRecor
     execution.observe(settled.report ?? concludedReport(known, 'destroyed', 'the host agent has no record of this VMM', new Date().toISOString()))
   } else if (!execution.isGone(vmm.id)) {
     throw failure
+  }
+}
+
+/**
+ * Asks the VMM's agent how the VMM is, and takes the answer in like a report. An agent that
+ * refuses to say (an answer, not an outage: outages are retried) has said nothing: the caller
+ * goes on as if it had not asked, where the refusal escaped the operation and failed the whole
+ * execution (issue 25).
+ */
+export async function describeOnHost (execution: InstanceExecution, vmm: { hostId: string, vmmId: string }): Promise<void> {
+  try {
+    execution.observe(await agents.describeVmm(vmm))
+  } catch (err) {
+    if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && patched(REFUSED_DESCRIBE_IS_NO_NEWS_PATCH))) throw err
+    log.warn('the agent refused to describe the VMM; going on without its answer', { ...vmm, error: err.cause.message })
   }
 }

@@ -11,7 +11,9 @@
  * (a VMM known to be starting says it is starting, with a new reason) is "insignificant": an
  * operation waiting for something else lets it wait for the next write instead of writing it alone.
  */
+import { patched } from '@temporalio/workflow'
 import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { RECORDED_END_IS_FINAL_PATCH } from './patches.js'
 
 export class VmmBook {
   private readonly records = new Map<string, VmmRecord>()
@@ -28,10 +30,17 @@ export class VmmBook {
     if (next.state !== known.state || next.unresponsiveSince !== known.unresponsiveSince || movedMigration(known, next)) this.significant = true
   }
 
-  /** Takes in a record read from PostgreSQL, unless memory already holds a newer one. */
+  /**
+   * Takes in a record read from PostgreSQL, unless memory already holds a newer one. A record
+   * that is terminal is final whatever its generation (a host's fence writes it without one, and
+   * PostgreSQL never brings a VMM back), so memory never holds a VMM live that PostgreSQL holds
+   * gone.
+   */
   remember (vmm: VmmRecord): void {
     const known = this.records.get(vmm.id)
-    if (known === undefined || vmm.generation >= known.generation) this.records.set(vmm.id, vmm)
+    if (known === undefined || vmm.generation >= known.generation || (endsLiveVmm(known, vmm) && patched(RECORDED_END_IS_FINAL_PATCH))) {
+      this.records.set(vmm.id, vmm)
+    }
   }
 
   get (vmmId: string): VmmRecord | null {
@@ -71,6 +80,11 @@ export class VmmBook {
     this.significant = false
     return this.unrecorded.splice(0)
   }
+}
+
+/** PostgreSQL holds gone a VMM that memory holds live. */
+function endsLiveVmm (known: VmmRecord, recorded: VmmRecord): boolean {
+  return isTerminalVmmState(recorded.state) && !isTerminalVmmState(known.state)
 }
 
 /** A migration's half took a step or sent a memory iteration: its progress shows at once. */

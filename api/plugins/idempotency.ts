@@ -1,24 +1,31 @@
 /**
  * `Idempotency-Key` on every mutating request (I3).
  *
- * With a key, every ID a request creates (the instance's, the operation's) is derived from the
- * key, so a client that retries after losing an answer — or after this API crashed mid-request —
- * finds what the first attempt made instead of making a second one. The first answer is kept for
- * a day: the same key with the same request gets it again (`Idempotency-Replayed: true`); the same
- * key with another request is refused with 422. Without a key, IDs are random.
+ * With a key, every ID a request creates (the instance's, the operation's, its disks' and
+ * interfaces') is derived from the key, so a client that retries after losing an answer — or
+ * after this API crashed mid-request — finds what the first attempt made instead of making a
+ * second one. The first answer is kept for a day: the same key with the same request gets it
+ * again (`Idempotency-Replayed: true`). Without a key, IDs are random.
+ *
+ * A key is bound to its request (the hash of its method, URL and body) from its first claim, for
+ * as long as the key is kept: another request under the key is refused with 422, whether the
+ * first is answered, in progress or over without an answer. Were another request let in, it would
+ * make its things under the IDs the first one's already have: it would find the first one's
+ * network and answer it as its own, or collide with the instance and workflow the first one
+ * started.
  *
  * A key is claimed in PostgreSQL before its request does anything, so the claim holds across API
- * replicas. The same key sent again meanwhile, to this process or another, is refused with 409
- * and `Retry-After` (the IETF draft's answer), whatever its body, so requests under one key answer
- * one at a time. A claim is a short lease that its process renews while the request runs (held by
- * `?wait=` for minutes, say): a claim of an API process that died lapses within the lease, and a
- * client retrying with its key on another replica then runs the request afresh, finding what the
- * first attempt made. A failure of ours (5xx) gives the claim back, so a retry runs afresh; a
- * claim that could not be given back (PostgreSQL was down) is taken over at once by the API process
- * that made it, which knows the request is over, and by any other once it lapses. Should a request
- * outlive its claim (PostgreSQL down while it ran), the IDs it makes are still the key's, so a
- * second one running meanwhile finds what the first made.
- */
+ * replicas. The same request sent again meanwhile, to this process or another, is refused with
+ * 409 and `Retry-After` (the IETF draft's answer), so the attempts of a request answer one at a
+ * time. A claim is a short lease that its process renews while the request runs (held by `?wait=`
+ * for minutes, say): a claim of an API process that died lapses within the lease, and the client
+ * retrying with its key on another replica then runs the request afresh, finding what the first
+ * attempt made. A failure of ours (5xx) gives the claim back (its lease ends, the key stays bound),
+ * so a retry runs afresh at once; a claim that could not be given back (PostgreSQL was down) is
+ * taken over at once by the API process that made it, which knows the request is over, and by any
+ * other once it lapses. Should a request outlive its claim (PostgreSQL down while it ran), the IDs
+ * it makes are still the key's and its request's, so a second attempt running meanwhile finds
+ * what the first made. */
 import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -89,14 +96,17 @@ export default fp(async (fastify) => {
       ])
     }
     const hash = requestHash(request)
-    // Claims the key, or takes over a claim that lapsed or that this process left.
+    // Claims the key, binding it to this request; or, for this request only, takes over a claim
+    // that was given back, lapsed, or that this process left.
     const claimed = await fastify.db.query(
       `INSERT INTO idempotency_keys (principal, key, request_hash, claimed_until, claimed_by)
        VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5)
        ON CONFLICT (principal, key) DO UPDATE
-         SET request_hash = EXCLUDED.request_hash, claimed_until = EXCLUDED.claimed_until, claimed_by = EXCLUDED.claimed_by
+         SET claimed_until = EXCLUDED.claimed_until, claimed_by = EXCLUDED.claimed_by
          WHERE idempotency_keys.status IS NULL
-           AND (idempotency_keys.claimed_until < now() OR (idempotency_keys.claimed_by = $5 AND NOT $6))
+           AND idempotency_keys.request_hash = EXCLUDED.request_hash
+           AND (idempotency_keys.claimed_until IS NULL OR idempotency_keys.claimed_until < now()
+             OR (idempotency_keys.claimed_by = $5 AND NOT $6))
        RETURNING 1`,
       [PRINCIPAL, key, hash, CLAIM_LEASE_SECONDS, processId, inProgress.has(key)]
     )
@@ -109,27 +119,30 @@ export default fp(async (fastify) => {
       'SELECT request_hash, status, content_type, response FROM idempotency_keys WHERE principal = $1 AND key = $2',
       [PRINCIPAL, key]
     )
-    // Gone between the two statements: its request failed (5xx) and gave the claim back.
+    if (rows.length !== 0 && rows[0].request_hash !== hash) {
+      throw new ApiProblem(422, 'Unprocessable Content', `Idempotency-Key ${key} was used for another request`)
+    }
+    // Gone between the two statements (a day old, purged by the reconciler): a retry claims it afresh.
     if (rows.length === 0 || rows[0].status === null) {
       reply.header('retry-after', '1')
       throw new ApiProblem(409, 'Conflict', `a request with Idempotency-Key ${key} is still in progress; retry once it has been answered`)
-    }
-    if (rows[0].request_hash !== hash) {
-      throw new ApiProblem(422, 'Unprocessable Content', `Idempotency-Key ${key} was used for another request`)
     }
     return await reply.code(rows[0].status).type(rows[0].content_type).header('idempotency-replayed', 'true').send(rows[0].response)
   })
 
   // The first answer under a key is kept, errors included, but not a failure of ours (5xx):
-  // trying again is what a key is for, so the claim is given back.
+  // trying again is what a key is for, so the claim is given back, to this request alone.
   fastify.addHook('onSend', async (request, reply, payload) => {
     if (request.idempotency === null || reply.getHeader('idempotency-replayed') !== undefined) return payload
     const { key, hash } = request.idempotency
     inProgress.delete(key)
     if (reply.statusCode >= 500) {
       // PostgreSQL may be what failed: the claim then lapses on its own.
-      await fastify.db.query('DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 AND request_hash = $3 AND status IS NULL', [PRINCIPAL, key, hash])
-        .catch(() => {})
+      await fastify.db.query(
+        `UPDATE idempotency_keys SET claimed_until = NULL, claimed_by = NULL
+          WHERE principal = $1 AND key = $2 AND claimed_by = $3 AND status IS NULL`,
+        [PRINCIPAL, key, processId]
+      ).catch(() => {})
       return payload
     }
     await fastify.db.query(

@@ -1,9 +1,19 @@
 /**
  * Turns users' requests into workflow executions under the instance's workflow ID.
  *
- * - create: the instance's row, its operation and the workflow start happen in one database
- *   transaction, so a failed start leaves nothing behind (never a half-created instance); the
- *   workflow ensures the row exists too, in case this process dies before committing.
+ * - create: the instance's rows (with its disks and interfaces), the workflow start and the
+ *   operation's row happen in one database transaction, so a create refused or failed before its
+ *   start leaves nothing behind (never a half-created instance). Once the workflow has started,
+ *   the create is accepted: the start is the durable decision, and the workflow makes the rows
+ *   itself if they are missing when it opens (should this process die before committing). So a
+ *   failure after the start (the operation's insert, the COMMIT: PostgreSQL restarting) is not
+ *   the answer: the rows are inserted again in a transaction of their own, finding any the
+ *   workflow made, and the answer is the accept. While PostgreSQL cannot be reached that is
+ *   retried for a while (`RECORD_PATIENCE_MS`), then answered 503 for the client to retry with its
+ *   Idempotency-Key; a retry that finds its create's workflow started by an earlier attempt is
+ *   accepted the same way. Should the rows be refused by then (another create took the name or the
+ *   address meanwhile), the answer is that problem: the workflow, refused the same when it opens,
+ *   makes nothing.
  * - start, reboot and migrate: started with the "fail if running" conflict policy, so the workflow ID is
  *   the instance lock (I4). If the execution holding it has no operation in flight (it applies
  *   host reports), the request is handed over to it and runs next; otherwise the answer is 409
@@ -18,12 +28,13 @@
  * The operation's row is written once the workflow has it, and by the workflow too: whichever
  * comes first creates it.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client'
 import fp from 'fastify-plugin'
 import { insertInstance } from '../../db/instances.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { insertOperation } from '../../db/operations.js'
-import { inTransaction, type Pool } from '../../db/pool.js'
+import { inTransaction, type Pool, type PoolClient } from '../../db/pool.js'
 import { verdictFor } from '../../domain/instance-rules.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { OperationKind } from '../../domain/operation.js'
@@ -35,8 +46,8 @@ import {
   operationStart,
   operationRequestedSignal
 } from '../../workflows/definitions.js'
-import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest } from '../../domain/requests.js'
-import { ApiProblem } from '../plugins/problem-details.js'
+import type { CreateRequest, HaltRequest, HandoffRequest, NewInstance, OperationRequest } from '../../domain/requests.js'
+import { ApiProblem, isDependencyUnavailable } from '../plugins/problem-details.js'
 import { insertProblemAnswer, resolveResources, type ResourcesInput } from './instance-resources.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
 
@@ -46,6 +57,13 @@ export interface Accepted {
   operation: Awaited<ReturnType<InstancesRepository['findOperation']>>
   message?: string
 }
+
+/**
+ * How long a create whose workflow has started waits for PostgreSQL to record it: longer than
+ * PostgreSQL takes to restart or fail over, well within what a client waits for an answer.
+ */
+const RECORD_PATIENCE_MS = 30_000
+const RECORD_RETRY_MS = 500
 
 /** Makes the ID of something a request creates (plugins/idempotency.ts). */
 export type NewId = (purpose: string) => string
@@ -138,6 +156,48 @@ export function createInstanceRequests (deps: Dependencies) {
     return await accepted(request)
   }
 
+  /** A create's rows, or the answer naming what the request asks that cannot be had. */
+  async function insertCreated (tx: PoolClient, request: CreateRequest): Promise<void> {
+    const inserted = await insertInstance(tx, request.instanceId, request.instance)
+    if (!inserted.inserted) throw insertProblemAnswer(inserted.problem, request.instance.name, request.instance.disks ?? [])
+  }
+
+  /**
+   * Starts a create's workflow: its run ID. Under an Idempotency-Key, the workflow may be running
+   * already, started by an earlier attempt of this same request (the key is bound to it) whose
+   * transaction did not commit: that run is the create's.
+   */
+  async function startCreate (request: CreateRequest): Promise<string> {
+    const options = { ...startOptions(request, { name: request.instance.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' as const }
+    try {
+      return (await temporal.workflow.start(WORKFLOW_TYPES.create, options)).firstExecutionRunId
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err
+      return (await temporal.workflow.getHandle(options.workflowId).describe()).runId
+    }
+  }
+
+  /**
+   * Records a create whose workflow has started though its transaction failed: the rows again,
+   * finding any the workflow made meanwhile, and the operation's. Waits out PostgreSQL for a
+   * while; any other failure, and one that lasts, is the answer.
+   */
+  async function recordStarted (request: CreateRequest, runId: string): Promise<void> {
+    const deadline = Date.now() + RECORD_PATIENCE_MS
+    for (;;) {
+      try {
+        await inTransaction(db, async (tx) => {
+          await insertCreated(tx, request)
+          await insertOperation(tx, request, runId)
+        })
+        return
+      } catch (err) {
+        if (!isDependencyUnavailable(err) || Date.now() >= deadline) throw err
+        await sleep(RECORD_RETRY_MS)
+      }
+    }
+  }
+
   function base (instanceId: string, newId: NewId) {
     return { operationId: newId('operation'), instanceId, requestedAt: new Date().toISOString() }
   }
@@ -160,14 +220,19 @@ export function createInstanceRequests (deps: Dependencies) {
         intendedState: input.start ? 'running' : 'stopped',
         ...resources
       }
-      const request = { ...base(instanceId, newId), kind: 'create' as const, instance, start: input.start }
-      await inTransaction(db, async (tx) => {
-        const inserted = await insertInstance(tx, request.instanceId, instance)
-        if (!inserted.inserted) throw insertProblemAnswer(inserted.problem, input.name, resources.disks)
-        const handle = await temporal.workflow.start(WORKFLOW_TYPES.create, { ...startOptions(request, { name: input.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' })
-        crashPoint('create.after-workflow-start')
-        await insertOperation(tx, request, handle.firstExecutionRunId)
-      })
+      const request: CreateRequest = { ...base(instanceId, newId), kind: 'create', instance, start: input.start }
+      const started: { runId: string | null } = { runId: null }
+      try {
+        await inTransaction(db, async (tx) => {
+          await insertCreated(tx, request)
+          started.runId = await startCreate(request)
+          crashPoint('create.after-workflow-start')
+          await insertOperation(tx, request, started.runId)
+        })
+      } catch (err) {
+        if (started.runId === null) throw err
+        await recordStarted(request, started.runId)
+      }
       return await accepted(request)
     },
 

@@ -83,6 +83,15 @@ export class CloudHypervisorClient {
     await this.#call('PUT', 'vm.reboot', { signal })
   }
 
+  /** Pauses the running VM (its vCPUs and devices); 500 while a migration owns it or it is paused already. */
+  async pauseVm (): Promise<void> {
+    await this.#call('PUT', 'vm.pause')
+  }
+
+  async resumeVm (): Promise<void> {
+    await this.#call('PUT', 'vm.resume')
+  }
+
   /** The VM's config and state; with a signal, waits for an API held by a long call instead of timing out. */
   async info (signal?: AbortSignal): Promise<VmInfo> {
     return await this.#call('GET', 'vm.info', { signal }) as VmInfo

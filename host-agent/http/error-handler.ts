@@ -2,7 +2,9 @@
  * Every error leaves the agent as `{error, message}` with a 4xx or 503 status, the router's
  * and Node's HTTP layer's included (http/framework-errors.ts): schema
  * violations and malformed bodies are 400 (oversized ones 413), refusals carry their own status
- * (errors.ts), and images that do not resolve are 400. Anything else is a bug: it is logged with
+ * and `error` (errors.ts), and images that do not resolve are 400. A route the agent does not
+ * have is a 404 whose `error` is the status's name, never one of the agent's own not-found words,
+ * so that no client takes it for an answer about a VMM. Anything else is a bug: it is logged with
  * its stack and answered 500 without details.
  */
 import { STATUS_CODES } from 'node:http'
@@ -12,8 +14,8 @@ import { clientErrorHandler as handleClientError, frameworkErrorDetail } from '.
 import { AgentError } from '../errors.js'
 import { ImageError } from '../images.js'
 
-function send (reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply.code(status).send({ error: STATUS_CODES[status] ?? 'Error', message })
+function send (reply: FastifyReply, status: number, message: string, error = STATUS_CODES[status] ?? 'Error'): FastifyReply {
+  return reply.code(status).send({ error, message })
 }
 
 export function errorHandler (err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
@@ -21,7 +23,7 @@ export function errorHandler (err: FastifyError, request: FastifyRequest, reply:
     const problems = err.validation.map((issue) => `${issue.instancePath || '/'} ${issue.message}`)
     return send(reply, 400, `invalid ${err.validationContext ?? 'request'}: ${problems.join('; ')}`)
   }
-  if (err instanceof AgentError) return send(reply, err.status, err.message)
+  if (err instanceof AgentError) return send(reply, err.status, err.message, err.code)
   if (err instanceof ImageError) return send(reply, 400, err.message)
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
     return send(reply, err.statusCode, err.message)

@@ -2,14 +2,15 @@
  * The agent's HTTP API, exactly as `domain/host-agent-api.ts` documents it. Every parameter and
  * body is validated with its zod schema before a handler runs, so a malformed or hostile
  * request is refused before it can reach a VMM. A POST may come without a body (Fastify then
- * hands over `null`): a press without deadline, a reboot.
+ * hands over `null`): a press without deadline, a reboot. A press's `killAfterMs` becomes a
+ * deadline on this host's clock as the request arrives: the control plane's clock is not ours.
  */
 import { z } from 'zod'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import type { Registry } from 'prom-client'
 import {
   agentHealthSchema,
-  cancelMigrationRequestSchema,
+  migrationOfCallSchema,
   ensureVmmRequestSchema,
   powerButtonRequestSchema,
   sendMigrationRequestSchema,
@@ -55,8 +56,8 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
   app.post('/v1/vmms/:id/power-button', {
     schema: { params, body: powerButtonRequestSchema.nullish(), response: view }
   }, async (request) => {
-    const deadline = request.body?.deadline
-    return await supervisor.pressPowerButton(request.params.id, deadline === undefined ? null : new Date(deadline))
+    const killAfterMs = request.body?.killAfterMs
+    return await supervisor.pressPowerButton(request.params.id, killAfterMs === undefined ? null : new Date(Date.now() + killAfterMs))
   })
 
   app.post('/v1/vmms/:id/reboot', {
@@ -68,8 +69,12 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
   }, async (request) => await supervisor.sendMigration(request.params.id, request.body))
 
   app.post('/v1/vmms/:id/migration/cancel', {
-    schema: { params, body: cancelMigrationRequestSchema, response: view }
+    schema: { params, body: migrationOfCallSchema, response: view }
   }, async (request) => await supervisor.cancelMigration(request.params.id, request.body))
+
+  app.post('/v1/vmms/:id/migration/resume', {
+    schema: { params, body: migrationOfCallSchema, response: view }
+  }, async (request) => await supervisor.resumeHeldSource(request.params.id, request.body))
 
   app.delete('/v1/vmms/:id', { schema: { params, response: view } }, async (request) => {
     return await supervisor.destroy(request.params.id)
@@ -81,7 +86,7 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
     schema: { params: strayParamsSchema, querystring: strayQuerySchema, response: { 200: z.object({ reaped: z.literal(true) }) } }
   }, async (request) => {
     if (!await supervisor.reapStray(request.params.pid, request.query.startTime)) {
-      throw notFound(`no stray VMM process ${request.params.pid} started at ${request.query.startTime}`)
+      throw notFound('stray', `no stray VMM process ${request.params.pid} started at ${request.query.startTime}`)
     }
     supervisor.log.warn({ pid: request.params.pid }, 'reaped a stray VMM process on request')
     return { reaped: true as const }

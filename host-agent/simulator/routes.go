@@ -32,6 +32,8 @@ var routes = map[string]handler{
 	apiRoot + "/vm.shutdown":     {kind: actionEndpoint, action: (*vmm).shutdownVM},
 	apiRoot + "/vm.reboot":       {kind: actionEndpoint, action: (*vmm).reboot},
 	apiRoot + "/vm.power-button": {kind: actionEndpoint, action: (*vmm).powerButton},
+	apiRoot + "/vm.pause":        {kind: actionEndpoint, action: (*vmm).pause},
+	apiRoot + "/vm.resume":       {kind: actionEndpoint, action: (*vmm).resume},
 	apiRoot + "/vm.delete":       {kind: actionEndpoint, action: (*vmm).delete},
 	apiRoot + "/vmm.shutdown":    {kind: vmmShutdownEndpoint},
 

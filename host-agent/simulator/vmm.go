@@ -234,6 +234,43 @@ func (v *vmm) powerButton() *apiError {
 	return nil
 }
 
+// pause is vm_pause then Vm::pause: refused while the VM is being sent or not booted; otherwise
+// `vm pausing` comes first, then the state check (only a running VM pauses), then `vm paused`.
+func (v *vmm) pause() *apiError {
+	switch {
+	case v.migration != nil:
+		return apiErr(500, "The VM could not be paused", vmMigrating)
+	case v.guest == nil:
+		return apiErr(500, "The VM could not be paused", "VM is not running")
+	}
+	v.events.emit("vm", "pausing", nil)
+	if !v.guest.running() {
+		return apiErr(500, "The VM could not be paused", "Cannot pause VM", "Failed to pause migratable component",
+			"Invalid transition: InvalidStateTransition(Paused, Paused)")
+	}
+	v.guest.pause()
+	v.events.emit("vm", "paused", nil)
+	return nil
+}
+
+// resume is vm_resume then Vm::resume, pause's mirror: only a paused VM resumes.
+func (v *vmm) resume() *apiError {
+	switch {
+	case v.migration != nil:
+		return apiErr(500, "The VM could not resume", vmMigrating)
+	case v.guest == nil:
+		return apiErr(500, "The VM could not resume", "VM is not running")
+	}
+	v.events.emit("vm", "resuming", nil)
+	if v.guest.running() {
+		return apiErr(500, "The VM could not resume", "Cannot resume VM", "Failed to resume migratable component",
+			"Invalid transition: InvalidStateTransition(Running, Running)")
+	}
+	v.guest.resume()
+	v.events.emit("vm", "resumed", nil)
+	return nil
+}
+
 func (v *vmm) delete() *apiError {
 	if v.migration != nil {
 		return apiErr(500, "The VM could not be deleted", vmMigrating)

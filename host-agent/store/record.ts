@@ -36,7 +36,12 @@ const outgoingMigrationSchema = sendMigrationRequestSchema.extend({
    */
   eventsFrom: z.number().int().nonnegative(),
   /** Cloud Hypervisor took the send: it answered 204, or its events show the migration started. */
-  accepted: z.boolean()
+  accepted: z.boolean(),
+  /**
+   * Cloud Hypervisor paused the VM for the migration's downtime (`vm paused` after the send
+   * began): from then on a failure may leave the VM running on the target as well.
+   */
+  downtimeBegan: z.boolean().default(false)
 })
 export type OutgoingMigration = z.infer<typeof outgoingMigrationSchema>
 

@@ -28,7 +28,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { CancelMigrationRequest, EnsureVmmRequest, SendMigrationRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
+import type { MigrationOfCall, EnsureVmmRequest, SendMigrationRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
 import { tapNameOf } from '../../domain/interfaces.js'
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
 import { crashPoint } from '../../faults/crash-points.js'
@@ -75,7 +75,7 @@ export class Supervisor {
   async get (id: string): Promise<VmmSupervisor> {
     await this.#ensuring.get(id)?.catch(() => {})
     const vmm = this.#vmms.get(id)
-    if (vmm === undefined) throw notFound(`no VMM ${id} on this host`)
+    if (vmm === undefined) throw notFound('vmm', `no VMM ${id} on this host`)
     return vmm
   }
 
@@ -115,9 +115,16 @@ export class Supervisor {
    * Kills a migration's target unless it has finished receiving. An ID this agent has no record
    * of is fenced, as by a delete: a target whose ensure the cancel overtook is never started.
    */
-  async cancelMigration (id: string, request: CancelMigrationRequest): Promise<VmmView> {
+  async cancelMigration (id: string, request: MigrationOfCall): Promise<VmmView> {
     const vmm = await this.#getOrFence(id)
     await vmm.migration.cancel(request.migrationId)
+    return vmm.view()
+  }
+
+  /** Resumes a migration's source that its agent held paused, once the control plane knows the target does not have the VM. */
+  async resumeHeldSource (id: string, request: MigrationOfCall): Promise<VmmView> {
+    const vmm = await this.get(id)
+    await vmm.migration.resumeHeld(request.migrationId)
     return vmm.view()
   }
 
@@ -136,7 +143,7 @@ export class Supervisor {
     const vmm = this.#vmms.get(id)
     if (vmm === undefined) {
       await this.context.store.fence(id)
-      throw notFound(`no VMM ${id} on this host; the ID is fenced and will never be created`)
+      throw notFound('vmm', `no VMM ${id} on this host; the ID is fenced and will never be created`)
     }
     return vmm
   }

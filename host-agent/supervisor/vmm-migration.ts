@@ -28,8 +28,25 @@
  * or the retry, unless its events show it started. `migration-started` and each
  * `migration-memory-iteration` move `progressAt` (and the iterations); `migration-finished` is
  * `finished`, after which the process exits 0: `destroyed`, cause `migrated`
- * (exit-classification.ts). `migration-failed`, or a 500 to the send, is `failed`: the VM runs on
- * here.
+ * (exit-classification.ts). A 500 to the send is `failed`: the VM runs on here.
+ *
+ * The guest runs in one place (docs/design.md §15). Once precopy converges Cloud Hypervisor
+ * pauses the VM (`vm paused`: the downtime begins, recorded as `downtimeBegan`), releases its
+ * disks' locks, and sends the final state and Complete; the target resumes the VM on Complete and
+ * acknowledges it. On any failure, the worker emits `migration-failed` and the VMM resumes the VM
+ * by itself (`check_migration`). Before the downtime that is right: the target never had the VM,
+ * and the half is `failed`, the VM running on here. Past it, the target may have the VM (the
+ * acknowledgement of Complete was lost: both would run it, on the same disks, the source without
+ * its locks, CH #7111), and the source cannot tell; so the agent pauses the VM at once
+ * (`vm.pause`, answered "currently migrating" until Cloud Hypervisor has given the VM back to its
+ * VMM, and tried again) and only then records the half `held`. Whoever has the VM is decided by
+ * the control plane, which sees the target's half: the target wins when it finished, and the
+ * source is killed; otherwise the source is resumed (`resumeHeld`: `failed`, the VM running on
+ * here). The agent needs nobody for the pause, so it holds when its host is cut off from the
+ * control plane too: the VM stays paused here until the control plane is heard again. A
+ * restarted agent re-reads the send's events, so it pauses a VM that Cloud Hypervisor resumed
+ * after such a failure while no agent watched. The guest runs twice only for the agent's reaction
+ * (the event, then a call on the VMM's socket), or while the source's agent is down.
  *
  * Cancel (of a target). Cloud Hypervisor has no cancel: the target is killed, unless it finished
  * receiving, since past the commit point the source exits and the kill would lose the VM. To tell
@@ -58,7 +75,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
-import { isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
+import { isFinalPhase, isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -100,12 +117,8 @@ export interface MigrationSettings {
   onEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
 }
 
-export function isFinalPhase (phase: MigrationPhase): boolean {
-  return phase === 'finished' || phase === 'failed'
-}
-
 /** How far along its half each phase is: a half only moves to a later one. */
-const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, finished: 3, failed: 3 }
+const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
 
 /** The target's phase each receive event stands for. */
 const RECEIVE_EVENTS: Record<string, MigrationPhase | undefined> = {
@@ -117,6 +130,19 @@ const RECEIVE_EVENTS: Record<string, MigrationPhase | undefined> = {
 
 /** How long to wait before asking again a VMM whose connections are all taken (503). */
 const BUSY_RETRY_MS = 200
+/** How long to wait before pausing again a VM the migration's worker has not given back yet. */
+const PAUSE_RETRY_MS = 2
+
+/** How Cloud Hypervisor refuses a change while the migration's worker owns the VM (VmError::VmMigrating). */
+const STILL_MIGRATING = 'VM is currently migrating'
+/** How it refuses to pause a paused VM, and to resume a running one (Vm::pause, Vm::resume). */
+const PAUSED_ALREADY = 'InvalidStateTransition(Paused, Paused)'
+const RUNNING_ALREADY = 'InvalidStateTransition(Running, Running)'
+
+/** Whether the VMM refused a call with an error whose chain says `what`. */
+function refusedAs (err: unknown, what: string): boolean {
+  return err instanceof VmmApiError && err.chain.some((link) => link.includes(what))
+}
 
 export class MigrationHalf {
   /** Sends and cancels of this VMM, one at a time: a repeat finds what the first recorded. */
@@ -149,7 +175,8 @@ export class MigrationHalf {
   /** Applies one of the VMM's events to the half in progress; the task settles once it is recorded. */
   async onEvent (event: VmmEvent): Promise<void> {
     const migration = this.vmm.record.migration
-    if (event.source !== 'vm' || migration === null || isFinalPhase(migration.phase)) return
+    // A held source's migration is over as far as Cloud Hypervisor goes: the control plane decides the rest.
+    if (event.source !== 'vm' || migration === null || isFinalPhase(migration.phase) || migration.phase === 'held') return
     if (migration.role === 'target') {
       const phase = RECEIVE_EVENTS[event.event]
       if (phase === 'finished') await this.#finishReceive('migration-receive-finished')
@@ -159,13 +186,16 @@ export class MigrationHalf {
     }
     if (event.event === 'migration-started') {
       await this.#sendStarted(migration)
+    } else if (event.event === 'paused') {
+      await this.#markDowntime()
     } else if (event.event === 'migration-memory-iteration') {
       const iterations = Number(event.properties?.id) + 1
       if (iterations > migration.iterations) await this.vmm.update({ migration: { ...migration, iterations, progressAt: now() } })
     } else if (event.event === 'migration-finished') {
       await this.#end('finished', null, { reason: `the VM migrated to ${this.vmm.record.outgoing?.destinationUrl ?? 'the target'}; the VMM exits` })
     } else if (event.event === 'migration-failed') {
-      await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration.id} failed; the VM runs on here` })
+      if (this.vmm.record.outgoing?.downtimeBegan === true) await this.#hold(migration)
+      else await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration.id} failed; the VM runs on here` })
     }
   }
 
@@ -335,7 +365,7 @@ export class MigrationHalf {
       if (record.state !== 'running') throw conflict(`cannot send VMM ${record.id}: it is ${record.state}`)
       if (current !== null && !isFinalPhase(current.phase)) throw conflict(`VMM ${record.id} has migration ${current.id} in progress`)
       if (current?.role === 'source' && current.phase === 'finished') throw conflict(`VMM ${record.id} has sent its VM away (migration ${current.id})`)
-      const outgoing: OutgoingMigration = { ...request, eventsFrom: await eventFileSize(this.vmm.eventsPath), accepted: false }
+      const outgoing: OutgoingMigration = { ...request, eventsFrom: await eventFileSize(this.vmm.eventsPath), accepted: false, downtimeBegan: false }
       await this.vmm.update({
         migration: { id: request.migrationId, role: 'source', phase: 'sending', receiverUrl: null, iterations: 0, progressAt: now(), reason: null },
         outgoing,
@@ -356,6 +386,68 @@ export class MigrationHalf {
   /** Adoption: a send the old agent recorded but may not have issued. */
   async resumeSend (): Promise<void> {
     await this.#oneAtATime(async () => { await this.#sendAgainUnlessStarted() })
+  }
+
+  /** The control plane's word that the target does not have the VM: a held source resumes it (module comment). */
+  async resumeHeld (migrationId: string): Promise<void> {
+    await this.#oneAtATime(async () => {
+      const migration = this.vmm.record.migration
+      if (migration?.id !== migrationId || migration.role !== 'source') throw conflict(`VMM ${this.vmm.record.id} is not the source of migration ${migrationId}`)
+      // Resumed already: a retried call.
+      if (migration.phase === 'failed') return
+      if (migration.phase !== 'held') throw conflict(`VMM ${this.vmm.record.id} is ${migration.phase} in migration ${migrationId}: only a held source resumes`)
+      await this.#resumeHere()
+      await this.#end('failed', migration.reason, { reason: `migration ${migrationId} failed, and its target does not have the VM: resumed here` })
+    })
+  }
+
+  async #markDowntime (): Promise<void> {
+    const { outgoing } = this.vmm.record
+    if (outgoing === null || outgoing.downtimeBegan) return
+    await this.vmm.update({ outgoing: { ...outgoing, downtimeBegan: true } }, false)
+  }
+
+  /** The send failed past the downtime: the VM is paused here, then the half is `held` (module comment). */
+  async #hold (migration: VmmMigration): Promise<void> {
+    await this.#pauseHere()
+    // The VMM may have ended meanwhile (killed, or its resume failed): its end records the half.
+    const current = this.vmm.record.migration
+    if (current?.id !== migration.id || current.phase !== 'sending' || isTerminalVmmState(this.vmm.record.state)) return
+    const why = 'Cloud Hypervisor reported migration-failed after the downtime began: the target may run the VM'
+    await this.vmm.update({
+      migration: { ...migration, phase: 'held', progressAt: now(), reason: why },
+      reason: `migration ${migration.id} failed after its downtime began; the VM is paused here until the control plane says which side has it`
+    })
+  }
+
+  /**
+   * Pauses the VM, once its VMM has it back from the migration's worker; done when paused,
+   * already paused, or the process is gone. Anything else (an API that does not answer) is tried
+   * again for as long as the process lives: the guest must not run on here.
+   */
+  async #pauseHere (): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      let retryMs = PAUSE_RETRY_MS
+      try {
+        await this.vmm.client.pauseVm()
+        return
+      } catch (err) {
+        if (await this.vmm.diedDuring(err) || refusedAs(err, PAUSED_ALREADY)) return
+        if (!refusedAs(err, STILL_MIGRATING)) {
+          if (attempt % 20 === 1) this.vmm.log.warn({ err: describeError(err), attempt }, 'cannot pause the VM held by a failed migration yet; trying again')
+          retryMs = BUSY_RETRY_MS
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, retryMs))
+    }
+  }
+
+  async #resumeHere (): Promise<void> {
+    try {
+      await this.vmm.client.resumeVm()
+    } catch (err) {
+      if (!refusedAs(err, RUNNING_ALREADY)) throw err
+    }
   }
 
   async #issueSend (): Promise<void> {

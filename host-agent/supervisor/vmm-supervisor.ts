@@ -30,7 +30,9 @@
  *
  * Stops end in a kill (I1). A power button with a deadline records the deadline, presses now
  * and at every interval, and arms a timer that kills the process group at the deadline whatever
- * the API or the guest does; a restarted agent re-arms it from the record.
+ * the API or the guest does; a restarted agent re-arms it from the record. The deadline is a
+ * time on this host's clock, made from the time left the control plane sent (routes.ts), so the
+ * record, the comparison of two deadlines and the timer all read one clock.
  *
  * Live migration (vmm-migration.ts). A VMM ensured as a migration's target starts empty and
  * receives its VM instead of booting one; a running VMM may send its VM to a target. Its half of

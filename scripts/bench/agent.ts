@@ -77,8 +77,7 @@ try {
 
   console.log(`stopping ${VMMS} VMMs`)
   const stop = (await measure(agentPid, async () => {
-    const deadline = new Date(Date.now() + 60_000).toISOString()
-    await eachLimited(vmms, (vmm) => agent.pressPowerButton(host.url, vmm.id, { deadline }))
+    await eachLimited(vmms, (vmm) => agent.pressPowerButton(host.url, vmm.id, { killAfterMs: 60_000 }))
     await allIn('destroyed')
     await eachLimited(vmms, (vmm) => agent.destroyVmm(host.url, vmm.id))
   })).figures

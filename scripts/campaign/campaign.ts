@@ -205,8 +205,12 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       const started = Date.now()
       let sent = false
       const pointKills = phase.name === 'create' ? killAtDevicePoints(stack, () => sent, killed, options.log) : Promise.resolve([])
-      const kills = await sendAll(stack, phase, options, killed).finally(() => { sent = true })
-      kills.push(...await pointKills)
+      // Both settle before a failure of either is thrown: the device points' plans end once the
+      // sending does, and are taken back rather than left running behind the failure.
+      const [sending, pointKilled] = await Promise.allSettled([sendAll(stack, phase, options, killed).finally(() => { sent = true }), pointKills])
+      if (sending.status === 'rejected') throw sending.reason
+      if (pointKilled.status === 'rejected') throw pointKilled.reason
+      const kills = [...sending.value, ...pointKilled.value]
       const operationsSeconds = (Date.now() - started) / 1000
       options.log(`${phase.name}: ${options.instances} operations ended in ${operationsSeconds.toFixed(1)} s; waiting for every instance to be ${phase.target}`)
       const converged = await convergence(db, phase.target, options)
@@ -370,8 +374,10 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
   }
   let next = 0
   let answered = 0
+  let failed = false
   const worker = async (): Promise<void> => {
     while (next < options.instances) {
+      if (failed) return
       const index = next++
       await phase.send(index)
       answered++
@@ -383,7 +389,14 @@ async function sendAll (stack: LaunchedStack, phase: Phase, options: CampaignOpt
       }
     }
   }
-  await Promise.all(Array.from({ length: Math.min(options.concurrency, options.instances) }, worker))
+  // A slot that fails stops the others from taking more requests, and the phase's failure waits
+  // for the requests in flight: a campaign that throws leaves nothing behind it retrying against
+  // a stack torn down (each for up to 10 minutes, which held the test's process open).
+  const slots = await Promise.allSettled(Array.from({ length: Math.min(options.concurrency, options.instances) }, async () => {
+    await worker().catch((error: unknown) => { failed = true; throw error })
+  }))
+  const failure = slots.find((slot) => slot.status === 'rejected')
+  if (failure !== undefined) throw failure.reason
   return kills
 }
 

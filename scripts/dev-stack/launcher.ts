@@ -171,10 +171,16 @@ export class LaunchedStack {
     return pid
   }
 
-  /** Signals a component's current process (SIGKILL unless told otherwise); returns its PID. */
+  /**
+   * Signals a component's current process (SIGKILL unless told otherwise); returns its PID. A
+   * component between processes (one that ended itself a moment ago at a crash point, its
+   * successor not yet started by the supervisor) is signalled once its successor runs.
+   */
   async kill (component: ComponentName, signal: NodeJS.Signals = 'SIGKILL'): Promise<number> {
-    const pid = await this.pid(component)
-    signalProcess(pid, signal)
+    const pid = await waitFor(`${component} running, to send it ${signal}`, async () => {
+      const pid = await readPidFile(this.paths.runDir, component)
+      return pid !== null && await isRunning(pid) && signalProcess(pid, signal) ? pid : null
+    }, { timeoutMs: 60_000, detail: () => this.output.tail() })
     // A frozen or thawed process goes on: only a signal that ends it makes a restart to wait for.
     if (signal !== 'SIGSTOP' && signal !== 'SIGCONT') this.killed.set(component, pid)
     return pid

@@ -17,8 +17,8 @@ export async function installDebianPackages (packages: readonly string[], why: s
 }
 
 /**
- * The program `find` finds, after installing Debian's package of it if it finds none. Once it is
- * there, each run only pays for the lookup.
+ * The program (or library) `find` finds, after installing Debian's package of it if it finds
+ * none. Once it is there, each run only pays for the lookup.
  */
 export async function ensureDebianProgram (
   find: () => Promise<string | null>,

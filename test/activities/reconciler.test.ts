@@ -8,12 +8,12 @@ import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import type { Client } from '@temporalio/client'
 import { MockActivityEnvironment } from '@temporalio/testing'
-import { createReconciler } from '../../activities/reconciler.js'
+import { createReconciler, type DriftedInstance } from '../../activities/reconciler.js'
 import { HostAgentClient } from '../../activities/host-agent-client.js'
 import { insertInstance } from '../../db/instances.js'
 import { inTransaction } from '../../db/pool.js'
 import { insertOperation } from '../../db/operations.js'
-import { startDatabase, type TestDatabase } from '../helpers/database.js'
+import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
 
 /** Runs of one workflow ID, as the double's describe() sees them. */
 type RunStatus = 'RUNNING' | 'COMPLETED' | 'FAILED'
@@ -27,7 +27,7 @@ describe('the reconciler and operations in flight', () => {
    * A client whose describe() answers from `runs`; `afterDescribe` runs once the answer is
    * chosen, as whatever happens in the world before the reconciler acts on it.
    */
-  function temporalDouble (runs: Map<string, RunStatus>, latest: () => string, afterDescribe: () => Promise<void>): Client {
+  function temporalDouble (runs: Map<string, RunStatus>, latest: () => string, afterDescribe: () => Promise<void>, started: Array<{ type: string, args: unknown[] }> = []): Client {
     const handle = (runId?: string) => ({
       async describe () {
         const status = runs.get(runId ?? latest())
@@ -41,7 +41,10 @@ describe('the reconciler and operations in flight', () => {
       workflow: {
         getHandle: (_workflowId: string, runId?: string) => handle(runId),
         // The re-drive's start: a new run, which nothing else looks at here.
-        start: async () => ({ firstExecutionRunId: 'run-redriven' })
+        start: async (type: string, options: { args: unknown[] }) => {
+          started.push({ type, args: options.args })
+          return { firstExecutionRunId: 'run-redriven' }
+        }
       }
     } as unknown as Client
   }
@@ -84,5 +87,28 @@ describe('the reconciler and operations in flight', () => {
       await insertOperation(db.pool, accepted, 'run-new')
     }))
     assert.equal(status.get(accepted.operationId), 'running', 'the request accepted meanwhile was closed as interrupted')
+  })
+
+  it('carries on a migration its execution left unfinished: its own operation, from its record, never a start', async () => {
+    const { instanceId } = await stoppedInstanceWithAbandonedStart()
+    await insertHost(db.pool, `host-${instanceId.slice(0, 8)}`)
+    const vmmId = randomUUID()
+    await db.pool.query("INSERT INTO vmms (id, instance_id, host_id, state) VALUES ($1, $2, $3, 'running')", [vmmId, instanceId, `host-${instanceId.slice(0, 8)}`])
+    await db.pool.query("UPDATE instances SET state = 'migrating', active_vmm_id = $1, updated_at = now() - interval '1 hour' WHERE id = $2", [vmmId, instanceId])
+    const migration = { kind: 'migrate' as const, operationId: randomUUID(), instanceId, requestedAt: new Date(Date.now() - 3_600_000).toISOString() }
+    await db.pool.query("INSERT INTO migrations (id, instance_id, source_vmm_id, source_host_id, phase) VALUES ($1, $2, $3, $4, 'sending')", [migration.operationId, instanceId, vmmId, `host-${instanceId.slice(0, 8)}`])
+    await insertOperation(db.pool, migration, 'run-failed')
+    const started: Array<{ type: string, args: unknown[] }> = []
+    const client = temporalDouble(new Map([['run-failed', 'FAILED']]), () => 'run-failed', async () => {}, started)
+    const reconciler = createReconciler({ pool: db.pool, client: new HostAgentClient({ token: 'x', timeoutMs: 1000 }), unreachableAfterMs: 60_000, orphanGraceMs: 1 })
+    const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'reconcile', runId: 'r' } }, { client })
+    const listed: DriftedInstance[] = await env.run(reconciler.driftedInstances)
+    const drifted = listed.find((i) => i.id === instanceId)
+    assert.ok(drifted !== undefined, 'a migrating instance with no execution is found')
+    await env.run(() => reconciler.redriveInstance(drifted, randomUUID()))
+    assert.deepEqual(started.map((s) => s.type), ['migrateInstance'])
+    assert.equal((started[0]!.args[0] as { operationId: string }).operationId, migration.operationId, 'the migration\'s own operation')
+    const { rows } = await db.pool.query('SELECT status FROM operations WHERE id = $1', [migration.operationId])
+    assert.equal(rows[0].status, 'running', 'its operation is carried on, not closed')
   })
 })

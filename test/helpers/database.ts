@@ -55,3 +55,17 @@ export async function insertHost (pool: Pool, hostId: string, vcpus = 8, memoryM
     [hostId, vcpus, memoryMiB]
   )
 }
+
+/** Runs `work` while every insert into `table` fails with `message`, as a failing PostgreSQL would fail it. */
+export async function whileInsertsFail<T> (pool: Pool, table: string, message: string, work: () => Promise<T>): Promise<T> {
+  const trigger = `refuse_${table}`
+  await pool.query(`CREATE FUNCTION ${trigger} () RETURNS trigger LANGUAGE plpgsql AS
+    $$ BEGIN RAISE EXCEPTION USING MESSAGE = TG_ARGV[0]; END $$`)
+  await pool.query(`CREATE TRIGGER ${trigger} BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${trigger}('${message.replaceAll("'", "''")}')`)
+  try {
+    return await work()
+  } finally {
+    await pool.query(`DROP TRIGGER ${trigger} ON ${table}`)
+    await pool.query(`DROP FUNCTION ${trigger}()`)
+  }
+}

@@ -6,14 +6,17 @@
  * Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
  */
 import { randomUUID } from 'node:crypto'
+import type { Client } from '@temporalio/client'
+import { ApplicationFailure } from '@temporalio/activity'
 import type { OperationSettings } from '../../activities/index.js'
-import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../../activities/instance-records.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, RecordedMigration } from '../../activities/instance-records.js'
 import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
-import type { CancelMigrationInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { MigrationHalfInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
-import type { MigrationStatus } from '../../domain/migration.js'
-import { isTerminalVmmState, withReport, type MigrationPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
+import { MIGRATION_STATUSES, type MigrationStatus } from '../../domain/migration.js'
+import { reportDelivery } from '../../workflows/definitions.js'
+import { concludedReport, isTerminalVmmState, withReport, type MigrationPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
 
 export const TEST_SETTINGS: OperationSettings = {
   bootTimeoutMs: 3000,
@@ -38,15 +41,24 @@ export class WorkflowWorld {
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** Each migration's phases, in the order they were recorded, and its target. */
-  readonly migrations = new Map<string, { phases: MigrationStatus[], targetVmmId: string | null, cancelRequested: boolean }>()
+  readonly migrations = new Map<string, { phases: MigrationStatus[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
   /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
   hostHasRoom = true
+  /** What the executions are given as their settings. */
+  settings: OperationSettings = TEST_SETTINGS
+  /** Hosts whose agents answer nothing: every call to them fails as an unreachable host's does. */
+  readonly unreachableHosts = new Set<string>()
+  /** Hosts declared lost: placement takes them no more. */
+  readonly lostHosts = new Set<string>()
+  /** Signals instances as the real activities do (a host declared lost tells its instances). */
+  temporal: { client: Client, taskQueue: string } | null = null
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
   afterDecision: (decision: string) => Promise<void> = async () => {}
-  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm' | 'sendMigration' | 'cancelIncomingMigration', AgentAnswer> = {
+  agent: Record<'ensureVmm' | 'describeVmm' | 'destroyVmm' | 'pressPowerButton' | 'rebootVmm' | 'sendMigration' | 'cancelIncomingMigration' | 'resumeHeldSource', AgentAnswer> = {
+    resumeHeldSource: (vmm) => this.report(vmm, 'running', null, this.half(vmm, 'source', 'failed')),
     ensureVmm: (vmm) => this.report(vmm, 'starting'),
     sendMigration: (vmm) => this.report(vmm, vmm.state, null, this.half(vmm, 'source', 'sending')),
     cancelIncomingMigration: (vmm) => vmm.migration?.phase === 'finished'
@@ -119,10 +131,10 @@ export class WorkflowWorld {
     })
   }
 
-  /** host-1 for a start; a migration's target goes to the host asked for, or host-2. */
+  /** host-1 for a start (host-2 once host-1 is lost); a migration's target goes to the host asked for, or host-2. */
   private hostFor (request: PlacementRequest): string {
     const target = request.migrationTarget
-    if (target === undefined) return 'host-1'
+    if (target === undefined) return this.lostHosts.has('host-1') ? 'host-2' : 'host-1'
     return target.onlyHostId ?? (target.excludeHostId === 'host-2' ? 'host-1' : 'host-2')
   }
 
@@ -173,26 +185,51 @@ export class WorkflowWorld {
   }
 
   private recordMigration (update: NonNullable<InstanceChange['migration']>): void {
-    const known = this.migrations.get(update.id) ?? { phases: [], targetVmmId: null, cancelRequested: false }
+    const known = this.migrations.get(update.id) ?? { phases: [], sourceVmmId: null, targetVmmId: null, cancelRequested: false, reason: null }
     known.phases.push(update.phase)
+    if (update.source !== undefined) known.sourceVmmId = update.source.vmmId
+    if (update.reason != null) known.reason = update.reason
     if (update.cancelRequested === true) known.cancelRequested = true
     this.migrations.set(update.id, known)
   }
 
   private agentCall (name: keyof WorkflowWorld['agent'], target: VmmTarget): VmmReport | null {
     this.calls.push({ name, vmmId: target.vmmId })
+    if (this.unreachableHosts.has(target.hostId)) throw ApplicationFailure.retryable(`${target.hostId}: connect ECONNREFUSED`, 'HostUnreachable')
     const vmm = this.vmms.get(target.vmmId)
     if (vmm === undefined) return null
     return this.agent[name](vmm)
   }
 
+  /**
+   * What activities/host-fencing.ts does to a host declared lost: its live VMMs become `lost` in
+   * the records, and every instance that had one is told (but the one that asked, which takes the
+   * answer), by the same concluded report.
+   */
+  async declareHostLost (hostId: string, byInstanceId: string | null): Promise<VmmRecord[]> {
+    this.hostActions.push(`lost ${hostId}`)
+    this.lostHosts.add(hostId)
+    const lost: VmmRecord[] = []
+    for (const vmm of this.vmms.values()) {
+      if (vmm.hostId !== hostId || isTerminalVmmState(vmm.state)) continue
+      const fenced: VmmRecord = { ...vmm, state: 'lost', reason: 'host declared lost', destroyedAt: new Date().toISOString() }
+      this.vmms.set(vmm.id, fenced)
+      lost.push(fenced)
+    }
+    for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) {
+      if (this.temporal === null) throw new Error('the world signals instances only once given a Temporal client')
+      await this.temporal.client.workflow.signalWithStart('applyVmmReports', reportDelivery(concludedReport(vmm, 'lost', 'host declared lost', new Date().toISOString()), this.temporal.taskQueue))
+    }
+    return lost
+  }
+
   /** The activities, as the worker registers them. */
   activities () {
     return {
-      operationSettings: async (): Promise<OperationSettings> => TEST_SETTINGS,
+      operationSettings: async (): Promise<OperationSettings> => this.settings,
       openExecution: async (instanceId: string, create?: NewInstance) => {
         if (create !== undefined && !this.instances.has(instanceId)) this.addInstance(instanceId, create)
-        return { settings: TEST_SETTINGS, snapshot: this.snapshot(instanceId) }
+        return { settings: this.settings, snapshot: this.snapshot(instanceId) }
       },
       recordInstanceChange: async (change: InstanceChange) => {
         const result = this.apply(change)
@@ -217,13 +254,26 @@ export class WorkflowWorld {
         return { placed: true, vmmId, hostId: this.vmms.get(vmmId)!.hostId, snapshot: placed.snapshot }
       },
       sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
-      cancelIncomingMigration: async (input: CancelMigrationInput) => this.agentCall('cancelIncomingMigration', input),
+      cancelIncomingMigration: async (input: MigrationHalfInput) => this.agentCall('cancelIncomingMigration', input),
+      resumeHeldSource: async (input: MigrationHalfInput) => this.agentCall('resumeHeldSource', input),
+      readMigration: async (migrationId: string): Promise<RecordedMigration | null> => {
+        const known = this.migrations.get(migrationId)
+        if (known === undefined) return null
+        return {
+          id: migrationId,
+          phase: known.phases.reduce((a, b) => MIGRATION_STATUSES.indexOf(b) > MIGRATION_STATUSES.indexOf(a) ? b : a),
+          reason: known.reason,
+          cancelRequested: known.cancelRequested,
+          source: this.vmms.get(known.sourceVmmId!)!,
+          target: known.targetVmmId === null ? null : this.vmms.get(known.targetVmmId) ?? null
+        }
+      },
       ensureVmm: async (input: EnsureVmmInput) => this.agentCall('ensureVmm', input),
       describeVmm: async (input: VmmTarget) => this.agentCall('describeVmm', input),
       destroyVmm: async (input: VmmTarget) => this.agentCall('destroyVmm', input),
       pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
       rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
-      declareHostLost: async (hostId: string) => { this.hostActions.push(`lost ${hostId}`); return [] },
+      declareHostLost: async (hostId: string, byInstanceId: string | null) => await this.declareHostLost(hostId, byInstanceId),
       readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
       recordHostHeartbeat: async () => 'active',
       markHostUnreachable: async () => {},
@@ -247,9 +297,9 @@ export function requestBase (instanceId: string) {
 }
 
 /** Waits until `test` holds of the world, failing after a while. */
-export async function until (what: string, test: () => boolean, timeoutMs = 30_000): Promise<void> {
+export async function until (what: string, test: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (!test()) {
+  while (!await test()) {
     if (Date.now() > deadline) throw new Error(`${what} did not happen`)
     await new Promise((resolve) => setTimeout(resolve, 20))
   }

@@ -1,12 +1,15 @@
 /**
  * Bad input gets a 4xx and leaves every VMM untouched: no token, path escapes (`..`, absolute
  * paths, symlinks out of the image directory), missing images, oversized and malformed bodies,
- * unknown fields, bad IDs and deadlines.
+ * unknown fields, bad IDs and deadlines. A 404 says whether it is the agent's answer (no record of
+ * the VMM, no such stray) or a route the agent does not have, and the control plane's client
+ * reads only the former as an answer (docs/design.md §5).
  */
 import assert from 'node:assert/strict'
 import { symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { HostAgentClient } from '../../activities/host-agent-client.js'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { ensureBody, newVmmId, TestAgent, TOKEN } from './helpers/agent.js'
 import { buildSimulator, processExists } from './helpers/simulator.js'
@@ -52,6 +55,46 @@ describe('authentication', () => {
   it('reads the bearer scheme in any case, as HTTP says', async () => {
     const response = await fetch(`${agent.url}/v1/vmms`, { headers: { authorization: `bearer ${TOKEN}` } })
     assert.equal(response.status, 200)
+  })
+  it('is, to a control plane holding another token, misconfigured and retried: never a refusal', async () => {
+    const stranger = new HostAgentClient({ token: 'another-token-0123456789', timeoutMs: 5000 })
+    await assert.rejects(stranger.getVmm(agent.url, witness.id), { errorClass: 'AgentMisconfigured' })
+    await assert.rejects(stranger.destroyVmm(agent.url, witness.id), { errorClass: 'AgentMisconfigured' })
+  })
+})
+
+describe('what a 404 says', () => {
+  const client = new HostAgentClient({ token: TOKEN, timeoutMs: 5000 })
+  /** A PID no process can have (Linux's `pid_max` is at most 2^22), so never a stray. */
+  const NO_PID = 2 ** 22
+
+  it('marks its own answer that it has no record of the VMM, on every route that asks about one', async () => {
+    const unknown = newVmmId()
+    const asked: Array<[string, string, unknown?]> = [
+      ['GET', `/v1/vmms/${unknown}`],
+      ['GET', `/v1/vmms/${unknown}/console/log`],
+      ['POST', `/v1/vmms/${unknown}/power-button`, {}],
+      ['POST', `/v1/vmms/${unknown}/reboot`],
+      ['POST', `/v1/vmms/${unknown}/migration/send`, { migrationId: newVmmId(), destinationUrl: 'unix:/nowhere', downtimeMs: 300, timeoutS: 60 }],
+      ['POST', `/v1/vmms/${unknown}/migration/cancel`, { migrationId: newVmmId() }],
+      ['DELETE', `/v1/vmms/${newVmmId()}`]
+    ]
+    for (const [method, path, body] of asked) {
+      assert.equal((await expectStatus(404, method, path, body)).error, 'VmmNotFound', `${method} ${path}`)
+    }
+    assert.equal((await expectStatus(404, 'DELETE', `/v1/strays/${NO_PID}?startTime=1`)).error, 'StrayNotFound')
+  })
+
+  it('which the client takes as the answer it is', async () => {
+    assert.equal(await client.findVmm(agent.url, newVmmId()), null)
+    assert.equal(await client.destroyVmm(agent.url, newVmmId()), null)
+    await assert.rejects(client.rebootVmm(agent.url, newVmmId()), { errorClass: 'VmmNotFound' })
+    assert.equal(await client.reapStray(agent.url, { pid: NO_PID, startTime: '1' }), false)
+  })
+
+  it('does not mark a route it does not have', async () => {
+    assert.equal((await expectStatus(404, 'GET', '/v1/nothing')).error, 'Not Found')
+    assert.equal((await expectStatus(404, 'DELETE', `/v2/vmms/${witness.id}`)).error, 'Not Found')
   })
 })
 
@@ -109,9 +152,13 @@ describe('malformed and hostile requests', () => {
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, { ...ensureBody(), instanceName: 'Not A DNS Label' })
   })
 
-  it('refuses a malformed deadline and a body on the reboot', async () => {
-    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: 'tomorrow' })
-    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: '2030-01-01T00:00:00Z', force: true })
+  it('refuses a malformed time to the kill, a time instead of one, and a body on the reboot', async () => {
+    for (const killAfterMs of ['1000', -1, 1.5, 86_400_001]) {
+      await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { killAfterMs })
+    }
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { killAfterMs: 1000, force: true })
+    // An absolute deadline, as agents before killAfterMs took: a time on another clock is refused.
+    await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/power-button`, { deadline: '2030-01-01T00:00:00Z' })
     await expectStatus(400, 'POST', `/v1/vmms/${witness.id}/reboot`, { now: true })
   })
 
@@ -121,7 +168,7 @@ describe('malformed and hostile requests', () => {
     await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=2000'))
     await expectStatus(409, 'POST', `/v1/vmms/${id}/reboot`)
     await agent.request('DELETE', `/v1/vmms/${id}`)
-    await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { deadline: new Date().toISOString() })
+    await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 0 })
   })
 
   it('left every VMM untouched', async () => {

@@ -20,8 +20,6 @@ async function ensureRunning (cmdline?: string): Promise<{ id: string, view: Vmm
   return { id: view.id, view }
 }
 
-const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString()
-
 describe('ensure', () => {
   it('records, spawns and boots a VMM: 201 starting, then running', async () => {
     const id = newVmmId()
@@ -73,7 +71,7 @@ describe('stop with a deadline', () => {
   it('ends gracefully when the guest honours the power button', async () => {
     // The guest takes a second to power off, so the press is answered while it is still stopping.
     const { id } = await ensureRunning('sim.shutdown_ms=1000')
-    const pressed = await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: inSeconds(30) })
+    const pressed = await agent.request('POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 30_000 })
     assert.equal(pressed.status, 200)
     assert.equal(pressed.body.state, 'stopping')
     const destroyed = await agent.waitForState(id, 'destroyed')
@@ -83,7 +81,7 @@ describe('stop with a deadline', () => {
 
   it('kills the VMM at the deadline when the guest ignores the power button', async () => {
     const { id, view } = await ensureRunning('sim.ignore_power_button')
-    await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: inSeconds(1) })
+    await agent.request('POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 1000 })
     const destroyed = await agent.waitForState(id, 'destroyed')
     assert.deepEqual(destroyed.exit, { cause: 'stop-deadline', code: null, signal: 'SIGKILL' })
     assert.equal(destroyed.reason, 'stop grace period expired; VMM killed')
@@ -92,17 +90,16 @@ describe('stop with a deadline', () => {
 
   it('keeps the earlier of two deadlines', async () => {
     const { id } = await ensureRunning('sim.ignore_power_button')
-    const early = inSeconds(1)
-    await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: early })
-    const later = await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: inSeconds(60) })
-    assert.equal(later.body.stopDeadline, early)
+    const early = await agent.request('POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 1000 })
+    const later = await agent.request('POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 60_000 })
+    assert.equal(later.body.stopDeadline, early.body.stopDeadline)
     assert.equal((await agent.waitForState(id, 'destroyed')).exit?.cause, 'stop-deadline')
   })
 
   it('kills on time a VMM whose boot never returns (its API is wedged)', async () => {
     const id = newVmmId()
     await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=never'))
-    const pressed = await agent.request('POST', `/v1/vmms/${id}/power-button`, { deadline: inSeconds(1) })
+    const pressed = await agent.request('POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 1000 })
     assert.equal(pressed.status, 200)
     assert.equal(pressed.body.state, 'stopping')
     assert.equal((await agent.waitForState(id, 'destroyed')).exit?.cause, 'stop-deadline')

@@ -162,6 +162,12 @@ async function eventsOf (agent: TestAgent, vmmId: string): Promise<string> {
   return await readFile(join(agent.vmmsDir, vmmId, 'events'), 'utf8').catch(() => '')
 }
 
+/** The VM's pauses and resumes after its send failed, in the order the VMM emitted them. */
+function vmEventsAfterFailure (events: string): string[] {
+  const after = events.slice(events.indexOf('"migration-failed"'))
+  return [...after.matchAll(/"event": "(pausing|paused|resuming|resumed)"/g)].map((m) => m[1]!)
+}
+
 /**
  * Runs `action` with a crash plan armed (faults/crash-points.ts) that has the agent SIGKILL itself
  * at `point`, checks that it did, and starts the agent again.
@@ -303,44 +309,84 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
   })
 
   it('a receive that fails kills the target (single-use); the source runs on', async () => {
-    const migration = await prepare(a, b, newInstance('sim.migration_fail_at=state'))
+    const migration = await prepare(a, b, newInstance('sim.migration_fail_at=memory'))
     await send(a, migration)
     const target = await b.waitForState(migration.target.id, 'failed')
     assert.equal(target.exit?.cause, 'boot-failed')
     assert.equal(target.migration?.phase, 'failed')
     assert.match(target.reason ?? '', /receive failed/)
     assert.equal(processExists(migration.target.pid!), false)
+    // Refused before the downtime: the VM never left, and runs on without a pause.
     const source = await waitForPhase(a, migration.source.id, 'failed')
     assert.equal(source.state, 'running')
     assert.equal(source.migration?.reason, 'Cloud Hypervisor reported migration-failed')
+    assert.deepEqual(vmEventsAfterFailure(await eventsOf(a, migration.source.id)), [])
     assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
   })
 
-  it('reports both halves as they are when the acknowledgement of Complete is lost: both run, for the control plane to choose', async () => {
+  it('when the acknowledgement of Complete is lost, pauses the source Cloud Hypervisor resumed, and holds it for the control plane', async () => {
     const migration = await prepare(a, b, newInstance('sim.migration_fail_at=ack'))
     await send(a, migration)
     const target = await waitForPhase(b, migration.target.id, 'finished')
-    const source = await waitForPhase(a, migration.source.id, 'failed')
+    const source = await waitForPhase(a, migration.source.id, 'held')
     assert.deepEqual([target.state, source.state], ['running', 'running'])
-    for (const [agent, id] of [[a, migration.source.id], [b, migration.target.id]] as const) {
-      assert.equal((await agent.request('DELETE', `/v1/vmms/${id}`)).status, 200)
-    }
+    assert.match(source.reason ?? '', /paused here until the control plane says which side has it/)
+    assert.deepEqual(vmEventsAfterFailure(await eventsOf(a, migration.source.id)), ['resuming', 'resumed', 'pausing', 'paused'],
+      'Cloud Hypervisor resumed the VM, and the agent paused it at once')
+    // The target has the VM: the control plane kills the source (here, by hand).
+    assert.equal((await a.request('POST', `/v1/vmms/${migration.source.id}/migration/resume`, { migrationId: randomUUID() })).status, 409)
+    assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
+    assert.equal((await b.request('DELETE', `/v1/vmms/${migration.target.id}`)).status, 200)
+  })
+
+  it('holds a source whose target refused Complete, and resumes it when told the target does not have the VM', async () => {
+    const migration = await prepare(a, b, newInstance('sim.migration_fail_at=complete'))
+    assert.equal((await a.request('POST', `/v1/vmms/${migration.source.id}/migration/resume`, { migrationId: migration.id })).status, 409, 'only a held source resumes')
+    await send(a, migration)
+    await waitForPhase(b, migration.target.id, 'failed')
+    const held = await waitForPhase(a, migration.source.id, 'held')
+    assert.equal(held.state, 'running')
+    const resumed = await client.resumeHeldSource(a.url, migration.source.id, { migrationId: migration.id })
+    assert.deepEqual([resumed.state, resumed.migration?.phase], ['running', 'failed'])
+    assert.match(resumed.reason ?? '', /its target does not have the VM: resumed here/)
+    assert.deepEqual(vmEventsAfterFailure(await eventsOf(a, migration.source.id)), ['resuming', 'resumed', 'pausing', 'paused', 'resuming', 'resumed'])
+    const again = await client.resumeHeldSource(a.url, migration.source.id, { migrationId: migration.id })
+    assert.equal(again.migration?.phase, 'failed', 'a retried resume finds it done')
+    await waitForLog(a, migration.source.id, /login: $/)
+    assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
+  })
+
+  it('a source agent down when the send fails past the downtime pauses the VM when it comes back', async () => {
+    const migration = await prepare(a, b, newInstance(`sim.migration_fail_at=ack ${SLOW}`))
+    await send(a, migration)
+    await waitForPhase(b, migration.target.id, 'receiving')
+    await a.kill()
+    await waitUntil('the send failed on the source', async () => (await eventsOf(a, migration.source.id)).includes('"migration-failed"'),
+      { timeoutMs: 30_000, intervalMs: 50 })
+    await a.start()
+    const held = await waitForPhase(a, migration.source.id, 'held')
+    assert.equal(held.state, 'running')
+    assert.deepEqual(vmEventsAfterFailure(await eventsOf(a, migration.source.id)), ['resuming', 'resumed', 'pausing', 'paused'])
+    assert.equal((await a.request('DELETE', `/v1/vmms/${migration.source.id}`)).status, 200)
+    assert.equal((await b.request('DELETE', `/v1/vmms/${migration.target.id}`)).status, 200)
   })
 
   it('a stop with a short deadline kills source and target mid-migration at the deadline', async () => {
     const migration = await prepare(a, b, newInstance(SLOW))
     await send(a, migration)
     await waitForPhase(b, migration.target.id, 'receiving')
-    const deadline = new Date(Date.now() + 1000).toISOString()
     const started = Date.now()
     for (const [agent, id] of [[a, migration.source.id], [b, migration.target.id]] as const) {
-      assert.equal((await client.pressPowerButton(agent.url, id, { deadline })).state, 'stopping')
+      assert.equal((await client.pressPowerButton(agent.url, id, { killAfterMs: 1000 })).state, 'stopping')
     }
-    for (const [agent, id] of [[a, migration.source.id], [b, migration.target.id]] as const) {
-      const stopped = await agent.waitForState(id, 'destroyed')
-      assert.equal(stopped.exit?.cause, 'stop-deadline')
-      assert.equal(stopped.migration?.phase, 'failed')
-    }
+    const source = await a.waitForState(migration.source.id, 'destroyed')
+    assert.equal(source.exit?.cause, 'stop-deadline')
+    assert.equal(source.migration?.phase, 'failed')
+    // The target is killed at its deadline, or a moment before it when its sender's kill at the
+    // same deadline ends its receive (a target is single-use): either way, by the deadline.
+    const target = await b.waitForVmm(migration.target.id, 'killed', (view) => view.state === 'destroyed' || view.state === 'failed', 10_000)
+    assert.ok(target.exit?.cause === 'stop-deadline' || /receive failed/.test(target.reason ?? ''), JSON.stringify(target))
+    assert.equal(target.migration?.phase, 'failed')
     assert.ok(Date.now() - started < 4000, `both killed by the deadline (${Date.now() - started} ms)`)
     for (const pid of [migration.source.pid!, migration.target.pid!]) assert.equal(processExists(pid), false)
   })

@@ -29,8 +29,6 @@ async function freshAgent (): Promise<TestAgent> {
   return agent
 }
 
-const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString()
-
 async function waitForExit (pid: number): Promise<void> {
   await waitUntil(`process ${pid} gone`, async () => !processExists(pid), { timeoutMs: 5000, intervalMs: 20 })
 }
@@ -54,7 +52,7 @@ describe('agent restart', () => {
     assert.equal(running.pid, booting.pid, 'the boot finished in the same process')
     assert.equal((await agent.vmmProcesses()).length, 3, 'no VMM was duplicated')
 
-    await agent.request('POST', `/v1/vmms/${a.id}/power-button`, { deadline: inSeconds(30) })
+    await agent.request('POST', `/v1/vmms/${a.id}/power-button`, { killAfterMs: 30_000 })
     assert.equal((await agent.waitForState(a.id, 'destroyed')).exit?.cause, 'guest-poweroff')
     const killed = await agent.request('DELETE', `/v1/vmms/${b.id}`)
     assert.equal(killed.body.state, 'destroyed')
@@ -76,7 +74,7 @@ describe('agent restart', () => {
   it('re-arms a stop deadline after a restart and kills on time', async () => {
     await freshAgent()
     const vmm = await agent.ensureRunning('sim.ignore_power_button')
-    await agent.request('POST', `/v1/vmms/${vmm.id}/power-button`, { deadline: inSeconds(2) })
+    await agent.request('POST', `/v1/vmms/${vmm.id}/power-button`, { killAfterMs: 2000 })
     await agent.kill('SIGKILL')
     await agent.start()
     const destroyed = await agent.waitForState(vmm.id, 'destroyed')

@@ -223,6 +223,26 @@ describe('event file and exits', () => {
     assert.deepEqual(await eventNames(vmm), ['vmm starting', 'vm booting', 'vm booted', 'virtio-device activated'])
   })
 
+  it('pauses and resumes the VM as Vm::pause and Vm::resume do: events first, then the state check', async () => {
+    const vmm = await startVmm()
+    const expect = async (path: string, status: number): Promise<unknown> => {
+      const answer = await vmm.call('PUT', path)
+      assert.equal(answer.status, status, `${path}: ${answer.body}`)
+      return answer.body === '' ? undefined : JSON.parse(answer.body)
+    }
+    assert.deepEqual(await expect('vm.pause', 500), ['Error from API', 'The VM could not be paused', 'VM is not running'])
+    await vmm.boot(workspace.kernel)
+    await expect('vm.pause', 204)
+    assert.equal((JSON.parse((await vmm.call('GET', 'vm.info')).body) as { state: string }).state, 'Paused')
+    assert.deepEqual(await expect('vm.pause', 500), ['Error from API', 'The VM could not be paused', 'Cannot pause VM',
+      'Failed to pause migratable component', 'Invalid transition: InvalidStateTransition(Paused, Paused)'])
+    await expect('vm.resume', 204)
+    assert.deepEqual(await expect('vm.resume', 500), ['Error from API', 'The VM could not resume', 'Cannot resume VM',
+      'Failed to resume migratable component', 'Invalid transition: InvalidStateTransition(Running, Running)'])
+    assert.deepEqual((await eventNames(vmm)).filter((e) => /pausing|paused|resuming|resumed/.test(e)).slice(-6),
+      ['vm pausing', 'vm paused', 'vm pausing', 'vm resuming', 'vm resumed', 'vm resuming'])
+  })
+
   it('exits 0 after the guest powers off on the power button, with the shutdown events, and removes its socket', async () => {
     const vmm = await startVmm()
     await vmm.boot(workspace.kernel, 'sim.shutdown_ms=20')

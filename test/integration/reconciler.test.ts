@@ -13,6 +13,7 @@ import { mkdir, utimes, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
 import { tapNameOf } from '../../domain/interfaces.js'
 import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
@@ -21,7 +22,7 @@ import { SIMULATOR_PATH } from '../../scripts/dev-stack/hypervisor.js'
 import { checkInvariants, violationsOf } from '../../scripts/dev-stack/invariants.js'
 import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
 import { waitFor } from '../../scripts/dev-stack/wait.js'
-import { newInstance, runningInstance, vmmProcesses } from '../helpers/instances.js'
+import { newInstance, runningInstance, vmmProcesses, waitForState } from '../helpers/instances.js'
 import { RECONCILE_ON_DEMAND_ONLY, lastReconcilePass, nextReconcilePass, temporalCli, type ReconcilePass } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
@@ -123,5 +124,29 @@ describe('the reconciler', () => {
     for (const disk of kept.disks) assert.ok(existsSync(join(storage, disk.location)), `${disk.location} kept`)
     assert.ok(links.includes(kept.interfaces[0]!.tap), "the live instance's TAP kept")
     assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
+  })
+
+  // Last: its host is lost afterwards.
+  it('tells an instance again that its VMM was fenced with its lost host, when the fan-out never reached it', async () => {
+    const instance = await runningInstance(stack, 'lost-unheard')
+    const hostId = stack.info.hosts[0]!.id
+    // The host is away: its agent, heard again, would have the fenced VMM killed, and its report
+    // of that would tell the instance before the reconciler does.
+    await stack.kill(`agent-${hostId}`, 'SIGSTOP')
+    const db = new pg.Client({ connectionString: stack.info.databaseUrl })
+    await db.connect()
+    try {
+      // The fence as host-fencing.ts commits it, its signal to the instance never sent.
+      await db.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1", [hostId])
+      await db.query("UPDATE vmms SET state = 'lost', reason = 'host declared lost by an operator; VMM fenced', destroyed_at = now() WHERE id = $1", [instance.vmm!.id])
+      await sleep(GRACE_SECONDS * 1000)
+      const pass = await reconcileNow()
+      assert.equal(pass.counts.hostLossesRetold, 1, JSON.stringify(pass))
+      const failed = await waitForState(stack, instance.id, 'failed')
+      assert.equal(failed.lastError?.code, 'HostLost')
+    } finally {
+      await db.end()
+      await stack.kill(`agent-${hostId}`, 'SIGCONT')
+    }
   })
 })

@@ -1,7 +1,8 @@
 /**
  * A real host-agent process for a test (`node dist/bin/agent.js`), on its own state, image and
  * storage directories under /tmp, its own network namespace (with the bridge its TAPs go on) and
- * a free port, with short timeouts set through its configuration.
+ * a free port, with short timeouts set through its configuration. Its clock can be set ahead or
+ * behind the test's (libfaketime, `clockOffsetSeconds`), as a host's clock may be the control plane's.
  * It can be SIGKILLed and started again on the same directories, as a crash and restart would.
  * `cleanup()` ends the agent and every VMM process under its state directory, by PID, and
  * removes the directories and the namespace; the agent's output is kept in test-output/host-agent/.
@@ -17,6 +18,7 @@ import { createHostNetwork, type HostNetwork } from '../../../scripts/dev-stack/
 import { writeStandInImages } from '../../../scripts/dev-stack/hypervisor.js'
 import { freePorts } from '../../../scripts/dev-stack/launcher.js'
 import { waitFor } from '../../../scripts/dev-stack/wait.js'
+import { findLibfaketime } from '../../../scripts/tools/faketime.js'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
 import { after, before } from 'node:test'
 import { WebSocket } from 'ws'
@@ -31,6 +33,8 @@ export interface AgentOptions {
   temporalAddress?: string
   /** More settings, overriding the test defaults. */
   env?: Record<string, string>
+  /** How far the agent's clock (and its children's) runs ahead of the test's; negative: behind. */
+  clockOffsetSeconds?: number
 }
 
 export interface ApiResponse<T = unknown> {
@@ -89,6 +93,7 @@ export class TestAgent {
       VMPLANE_VMM_PING_SECONDS: '0.2',
       VMPLANE_REPORT_RETRY_MAX_SECONDS: '0.5',
       VMPLANE_LOG_LEVEL: 'debug',
+      ...options.clockOffsetSeconds === undefined ? {} : await skewedClock(options.clockOffsetSeconds),
       ...options.env
     }
     await mkdir(OUTPUT_DIR, { recursive: true })
@@ -217,6 +222,16 @@ export class TestAgent {
     await this.network.remove()
     await rm(this.root, { recursive: true, force: true })
   }
+}
+
+/**
+ * The environment that runs a process on a clock `seconds` off the test's: libfaketime shifts
+ * the wall clock (Date.now()) only; the monotonic clock timers run on is left alone.
+ */
+async function skewedClock (seconds: number): Promise<NodeJS.ProcessEnv> {
+  const library = await findLibfaketime()
+  if (library === null) throw new Error('an agent with a skewed clock needs libfaketime: apt-get install libfaketime (npm test installs it)')
+  return { LD_PRELOAD: library, FAKETIME: `${seconds >= 0 ? '+' : ''}${seconds}s`, FAKETIME_DONT_FAKE_MONOTONIC: '1' }
 }
 
 let instances = 0

@@ -1,14 +1,16 @@
 /**
  * The host agent client's error classes (docs/design.md §5), one test per class, against a local HTTP
  * server standing in for an agent: refusals are `InvalidRequest`, an agent affirming it has no
- * such VMM is `VmmNotFound`, and everything that leaves the truth unknown is `HostUnreachable`.
+ * such VMM is `VmmNotFound`, something at the agent's URL that does not take the control plane's
+ * calls (another token, a 404 that is not the agent's answer) is `AgentMisconfigured`, and
+ * everything that leaves the truth unknown is `HostUnreachable`. Only the first two end retries.
  */
 import assert from 'node:assert/strict'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import { HostAgentClient } from '../../../activities/host-agent-client.js'
-import { HostAgentError, type ErrorClass } from '../../../domain/errors.js'
+import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES, type ErrorClass } from '../../../domain/errors.js'
 
 const VMM = '00000000-0000-4000-8000-000000000001'
 
@@ -46,6 +48,8 @@ describe('host agent client error classes', () => {
   }
 
   const json = (body: object) => JSON.stringify(body)
+  /** Whether the activities' retry policies retry a failure of this class (workflows/activities.ts). */
+  const retried = (errorClass: string) => !(NON_RETRYABLE_ERROR_CLASSES as string[]).includes(errorClass)
 
   it('a refusal (400, 409) is InvalidRequest, with the agent’s message', async () => {
     behave = (respond) => { respond(409, json({ error: 'Conflict', message: 'VMM belongs to another instance' })) }
@@ -57,10 +61,46 @@ describe('host agent client error classes', () => {
     assert.equal(await classOf(() => client.getVmm(url, VMM)), 'InvalidRequest')
   })
 
-  it('404 for a VMM is VmmNotFound, and a destroy of it answers null (already gone)', async () => {
-    behave = (respond) => { respond(404, json({ error: 'Not Found', message: 'no VMM' })) }
+  it('the agent’s own 404 for a VMM is VmmNotFound, and a destroy of it answers null (already gone)', async () => {
+    behave = (respond) => { respond(404, json({ error: 'VmmNotFound', message: 'no VMM' })) }
     assert.equal(await classOf(() => client.getVmm(url, VMM)), 'VmmNotFound')
     assert.equal(await client.destroyVmm(url, VMM), null)
+    assert.equal(await client.findVmm(url, VMM), null)
+  })
+
+  it('the agent’s own 404 for a stray is an answer: the process is not (or no longer) one', async () => {
+    behave = (respond) => { respond(404, json({ error: 'StrayNotFound', message: 'no stray VMM process 5' })) }
+    assert.equal(await client.reapStray(url, { pid: 5, startTime: '7' }), false)
+  })
+
+  it('any other 404 (no such route: another program, another version, a proxy) is AgentMisconfigured, retried, never a VMM gone', async () => {
+    const notTheAgents = [
+      json({ message: 'Route GET:/v1/vmms/x not found', error: 'Not Found', statusCode: 404 }),
+      json({ error: 'Not Found', message: `no route GET /v1/vmms/${VMM}` }),
+      '<html><body>404 Not Found</body></html>',
+      ''
+    ]
+    for (const body of notTheAgents) {
+      behave = (respond) => { respond(404, body) }
+      const errorClass = await classOf(() => client.getVmm(url, VMM))
+      assert.equal(errorClass, 'AgentMisconfigured', body)
+      assert.ok(retried(errorClass))
+      await assert.rejects(client.destroyVmm(url, VMM), { errorClass: 'AgentMisconfigured' }, body)
+      await assert.rejects(client.findVmm(url, VMM), { errorClass: 'AgentMisconfigured' }, body)
+      await assert.rejects(client.reapStray(url, { pid: 5, startTime: '7' }), { errorClass: 'AgentMisconfigured' }, body)
+    }
+  })
+
+  it('401 and 403 (the agent and the control plane hold different tokens) are AgentMisconfigured, retried, naming the agent and not the token', async () => {
+    for (const status of [401, 403]) {
+      behave = (respond) => { respond(status, json({ error: 'Unauthorized', message: 'a valid bearer token is required' })) }
+      const err = await client.getVmm(url, VMM).catch((e: unknown) => e)
+      assert.ok(err instanceof HostAgentError, String(err))
+      assert.equal(err.errorClass, 'AgentMisconfigured', String(status))
+      assert.ok(retried(err.errorClass))
+      assert.match(err.message, new RegExp(`${url}/v1/vmms/${VMM}: ${status} .*authentication failed`))
+      assert.doesNotMatch(err.message, /token-0123456789abcdef/)
+    }
   })
 
   it('5xx and 503 are HostUnreachable: unknown, not dead', async () => {

@@ -110,6 +110,8 @@ describe('convergenceFor (the reconciler re-driving intent)', () => {
     assert.equal(convergenceFor('starting', 'running'), 'start')
     assert.equal(convergenceFor('creating', 'running'), 'start')
     assert.equal(convergenceFor('rebooting', 'running'), 'start')
+    assert.equal(convergenceFor('migrating', 'running'), 'migrate', 'a migration is carried on, never replaced by a start')
+    assert.equal(convergenceFor('migrating', 'stopped'), 'stop')
     assert.equal(convergenceFor('stopping', 'stopped'), 'stop')
     assert.equal(convergenceFor('stopping', 'destroyed'), 'delete')
     assert.equal(convergenceFor('creating', 'stopped'), 'stop')

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { classifyAgentStatus } from '../../../domain/errors.js'
+import { classifyAgentError } from '../../../domain/errors.js'
 import { INSTANCE_NAME_PATTERN, isSafeImageName } from '../../../domain/limits.js'
 
 describe('isSafeImageName', () => {
@@ -22,13 +22,16 @@ describe('INSTANCE_NAME_PATTERN', () => {
   })
 })
 
-describe('classifyAgentStatus (docs/design.md §5)', () => {
-  it('treats refusals as invalid requests, a missing VMM as gone, and everything else as unknown', () => {
-    assert.equal(classifyAgentStatus(400), 'InvalidRequest')
-    assert.equal(classifyAgentStatus(409), 'InvalidRequest')
-    assert.equal(classifyAgentStatus(404), 'VmmNotFound')
-    for (const status of [401, 408, 429, 500, 502, 503, 504]) {
-      assert.equal(classifyAgentStatus(status), status === 401 ? 'InvalidRequest' : 'HostUnreachable', String(status))
+describe('classifyAgentError (docs/design.md §5)', () => {
+  it('treats refusals as invalid requests, the agent’s own 404 as a VMM gone, a wrong token or agent as misconfigured, and everything else as unknown', () => {
+    assert.equal(classifyAgentError(400, 'Bad Request'), 'InvalidRequest')
+    assert.equal(classifyAgentError(409, 'Conflict'), 'InvalidRequest')
+    assert.equal(classifyAgentError(404, 'VmmNotFound'), 'VmmNotFound')
+    assert.equal(classifyAgentError(404, 'StrayNotFound'), 'VmmNotFound')
+    for (const error of ['Not Found', null]) assert.equal(classifyAgentError(404, error), 'AgentMisconfigured', String(error))
+    for (const status of [401, 403]) assert.equal(classifyAgentError(status, 'Unauthorized'), 'AgentMisconfigured', String(status))
+    for (const status of [408, 429, 500, 502, 503, 504]) {
+      assert.equal(classifyAgentError(status, null), 'HostUnreachable', String(status))
     }
   })
 })

@@ -1,0 +1,78 @@
+/**
+ * How the guest sampler (test/helpers/guest-sampler.ts) measures doubles from its samples, on
+ * made-up samples: a window from the first sample that shows an instance running twice to the
+ * first that does not, and a host whose agent did not answer neither ends a double nor splits it.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { DoubleWindows, type SampledVmm } from '../../helpers/guest-sampler.js'
+
+const INSTANCE = '00000000-0000-4000-8000-000000000001'
+const source: SampledVmm = {
+  id: '00000000-0000-4000-8000-00000000000a',
+  instanceId: INSTANCE,
+  hostId: 'host-1',
+  state: 'running',
+  migration: { id: '00000000-0000-4000-8000-0000000000f0', role: 'source', phase: 'failed', receiverUrl: null, iterations: 3, progressAt: '2026-11-26T22:00:00.000Z', reason: 'lost ack' }
+}
+const target: SampledVmm = {
+  ...source,
+  id: '00000000-0000-4000-8000-00000000000b',
+  hostId: 'host-3',
+  migration: { ...source.migration!, role: 'target', phase: 'finished', reason: null }
+}
+
+/** Feeds samples taken every 100 ms: each the VMMs seen running the guest, and the hosts not heard. */
+function windowsOf (samples: Array<{ running: SampledVmm[], unheard?: string[] }>): DoubleWindows {
+  const windows = new DoubleWindows()
+  samples.forEach(({ running, unheard = [] }, n) => {
+    const byInstance = new Map<string, SampledVmm[]>()
+    for (const vmm of running) byInstance.set(vmm.instanceId, [...byInstance.get(vmm.instanceId) ?? [], vmm])
+    windows.add({ at: n * 100, running: byInstance, unheard: new Set(unheard) })
+  })
+  return windows
+}
+
+const seenBy = (host: string): SampledVmm[] => [source, target].filter((vmm) => vmm.hostId !== host)
+
+describe('the guest sampler\'s doubles', () => {
+  it('measures a double from the first sample that shows it to the first that does not', () => {
+    const { doubles } = windowsOf([
+      { running: [source] },
+      { running: [source, target] },
+      { running: [source, target] },
+      { running: [source, target] },
+      { running: [target] }
+    ])
+    assert.deepEqual(doubles.map((d) => [d.startedAt, d.endedAt, d.durationMs]), [[100, 400, 300]])
+  })
+
+  it('keeps one double through samples in which the agent of one of its hosts did not answer', () => {
+    const { doubles } = windowsOf([
+      { running: [source, target] },
+      { running: seenBy('host-3'), unheard: ['host-3'] },
+      { running: seenBy('host-3'), unheard: ['host-3'] },
+      { running: [source, target] },
+      { running: [target] }
+    ])
+    assert.deepEqual(doubles.map((d) => [d.startedAt, d.endedAt, d.durationMs]), [[0, 400, 400]])
+  })
+
+  it('ends a double at the first sample its host was not heard in, when it does not show again', () => {
+    const { doubles } = windowsOf([
+      { running: [source, target] },
+      { running: [source, target] },
+      { running: seenBy('host-1'), unheard: ['host-1'] },
+      { running: [target] }
+    ])
+    assert.deepEqual(doubles.map((d) => [d.startedAt, d.endedAt, d.durationMs]), [[0, 200, 200]])
+  })
+
+  it('ends a double as ever when only a host it has no VMM on goes unheard', () => {
+    const { doubles } = windowsOf([
+      { running: [source, target] },
+      { running: [source], unheard: ['host-2'] }
+    ])
+    assert.deepEqual(doubles.map((d) => [d.startedAt, d.endedAt, d.durationMs]), [[0, 100, 100]])
+  })
+})
