@@ -15,7 +15,7 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
   hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody
