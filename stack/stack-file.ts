@@ -24,7 +24,8 @@ export interface StackInfo extends PublishedStack {
   /** The read-only token (`viewer` role). */
   viewerToken: string
   agentToken: string
-  hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string, storageDir: string, netns: string }>
+  /** Each host, with the base images the stack gave it (a simulated host's stand-ins; none on a real one). */
+  hosts: Array<{ id: string, url: string, stateDir: string, imageDir: string, storageDir: string, netns: string, images: string[] }>
   /** The LAN the hosts are on (stack-lan.ts). */
   lan: StackLan
   startedAt: string

@@ -11,7 +11,7 @@
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
  * the stack's LAN (stack-lan.ts), the host agents (each inside its host's network namespace on
  * that LAN, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the
- * agents, the API with the worker behind it, every host active) → the `default` network
+ * agents, the API with the worker behind it, every host active with its images announced) → the `default` network
  * (default-network.ts) → write run/stack.json and print where everything is. In the cluster
  * shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL → Temporal's databases
  * and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its Web UI
@@ -39,7 +39,7 @@ import { stackPaths, type StackPaths } from './data-dir.js'
 import { DEFAULT_NETWORK } from '../api/services/instance-resources.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
 import { ensureHostNetwork } from './host-network.js'
-import { chooseHypervisor, writeStandInImages } from './hypervisor.js'
+import { STAND_IN_BASE_IMAGE, chooseHypervisor, writeStandInImages } from './hypervisor.js'
 import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
 import { ensureDatabase, preparePostgres, waitForPostgres, type PostgresServer } from './postgres.js'
@@ -145,8 +145,11 @@ export class DevStack {
     for (const api of this.apis) this.startComponent(apiSpec(context, api))
     if (this.apis.length > 1) await this.startBalancer(baseEnv)
     const apiUrls = this.apis.map((api) => api.url)
+    // Each host must have announced the images it was given before a create may name them.
+    const images = hypervisor.simulated ? [STAND_IN_BASE_IMAGE] : []
+    const hosts = this.hosts.map(({ id, url, stateDir, imageDir, storageDir, netns }) => ({ id, url, stateDir, imageDir, storageDir, netns, images }))
     // Readiness only reads, so it spends the viewer's rate limit, not the operator's.
-    await waitForStackReady({ apiUrl: apiUrl(config), apiUrls, apiToken: viewerToken, hosts: this.hosts }, {
+    await waitForStackReady({ apiUrl: apiUrl(config), apiUrls, apiToken: viewerToken, hosts }, {
       timeoutMs: READY_TIMEOUT_MS,
       signal: this.stopping.signal,
       detail: () => `the components' output is in ${displayPath(paths.logDir)}`
@@ -174,7 +177,7 @@ export class DevStack {
       apiToken,
       viewerToken,
       agentToken,
-      hosts: this.hosts.map(({ id, url, stateDir, imageDir, storageDir, netns }) => ({ id, url, stateDir, imageDir, storageDir, netns })),
+      hosts,
       lan,
       startedAt: new Date().toISOString()
     }

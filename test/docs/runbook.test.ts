@@ -211,6 +211,13 @@ describe('the operator runbook, docs/operations.md', async () => {
 
   const steps: Record<string, Step[]> = {
     [SETUP_SECTION]: [],
+    'Readiness: what to wait for': [
+      {
+        command: /^until curl -sf "\$API\/readyz"[^\n]*\nuntil curl [^\n]*\/v1\/images[^\n]*debian-12\.qcow2/,
+        // Both waits end: the API is ready and a host has the image.
+        check: (output) => assert.equal(output, '')
+      }
+    ],
     'What is this instance doing?': [
       {
         command: /curl .*\/v1\/instances\/<instance-id> \| jq/,
