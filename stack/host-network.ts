@@ -8,7 +8,8 @@
  * outlive a stop that leaves VMMs running, as a real host's network outlives its control plane:
  * the next start's agents find their VMMs' TAPs there. They go when the stack stops with no VMM
  * left, or when a test's stack is torn down. Removing a namespace removes every TAP in it, and
- * every veth with an end in it.
+ * every veth with an end in it. What a stack killed before its teardown left is removed by the
+ * next stack's start, once nothing runs in it (leftover-networks.ts).
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { runCommand } from '../host-agent/process/command.js'
@@ -24,6 +25,12 @@ export interface HostNetwork {
 /** What every network name of a dev stack begins with: `vmp-<hash of its data directory>-`. */
 export function stackPrefix (dataDir: string): string {
   return `vmp-${createHash('sha256').update(dataDir).digest('hex').slice(0, 8)}-`
+}
+
+/** The prefix of the dev stack a network name is of (`vmp-<hash>-lan`, `vmp-<hash>-host-1`, `vmp-<hash>`), or null. */
+export function stackPrefixOf (name: string): string | null {
+  const hash = /^vmp-[0-9a-f]{8}(?=-|$)/.exec(name)?.[0]
+  return hash === undefined ? null : `${hash}-`
 }
 
 /** The namespace of a dev stack's host. */
@@ -50,10 +57,14 @@ export async function createHostNetwork (label: string): Promise<HostNetwork> {
   return await ensureHostNetwork(`vmp-${label}-${randomBytes(3).toString('hex')}`)
 }
 
-/** Removes every namespace of the dev stack on this data directory (stack-lan.ts `removeStackNetwork` removes the rest). */
-export async function removeHostNetworks (dataDir: string): Promise<void> {
-  const prefix = stackPrefix(dataDir)
+/** Removes every namespace whose name begins with a dev stack's `prefix` (stack-lan.ts `removeStackNetwork` removes the rest). */
+export async function removeHostNetworks (prefix: string): Promise<void> {
   for (const netns of await listNamespaces()) if (netns.startsWith(prefix)) await removeNamespace(netns)
+}
+
+/** Whether any process runs inside the namespace (a host agent, a VMM); one that cannot be told counts as in use. */
+export async function namespaceInUse (netns: string): Promise<boolean> {
+  return await runCommand('ip', ['netns', 'pids', netns]).then((pids) => pids.trim() !== '', () => true)
 }
 
 export async function listNamespaces (): Promise<string[]> {

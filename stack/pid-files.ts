@@ -60,8 +60,8 @@ export async function claimDataDir (dataDir: string, runDir: string, log: (messa
   writePidFile(runDir, STACK_PID_NAME, process.pid)
 }
 
-/** A PID that some other program has been given since does not count as a stack. */
-async function isDevStack (pid: number): Promise<boolean> {
+/** Whether `pid` runs a dev stack: a PID that some other program has been given since does not count. */
+export async function isDevStack (pid: number): Promise<boolean> {
   return (await processCommandLine(pid))?.some((arg) => arg.endsWith('dev-stack.js')) === true
 }
 

@@ -35,7 +35,8 @@ export function processCommandLine (pid: number): Promise<string[] | null> {
   return readNulSeparated(`/proc/${pid}/cmdline`)
 }
 
-async function allPids (): Promise<number[]> {
+/** Every process on this machine, by PID. */
+export async function allPids (): Promise<number[]> {
   const entries = await readdir('/proc')
   return entries.filter((name) => /^\d+$/.test(name)).map(Number)
 }

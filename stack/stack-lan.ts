@@ -21,14 +21,15 @@
  * machine-wide.
  *
  * Like the hosts' namespaces, the LAN outlives a stop that leaves VMMs running, and goes with
- * them (`removeStackNetwork`).
+ * them (`removeStackNetwork`); what a stack killed before its teardown left goes at the next
+ * stack's start (leftover-networks.ts).
  */
 import { randomInt } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { parseCidr, toAddress, toNumber } from '../domain/ipv4.js'
 import { missingHostTools, withSbin, type HostTool } from '../host-agent/host-tools.js'
 import { runCommand } from '../host-agent/process/command.js'
-import { listNamespaces, removeHostNetworks, stackPrefix } from './host-network.js'
+import { listNamespaces, removeHostNetworks, stackPrefix, stackPrefixOf } from './host-network.js'
 
 /** What the LAN is made with besides iproute2 (`npm start` and `npm test` install it: scripts/tools/host-tools.ts). */
 export const LAN_TOOLS: readonly HostTool[] = [{ command: 'nft', debianPackage: 'nftables' }]
@@ -152,9 +153,20 @@ export async function attachHost (lan: StackLan, hostNetns: string, hostId: stri
 
 /** Removes every network of the dev stack on this data directory: its nftables table, the LAN and the hosts' namespaces. */
 export async function removeStackNetwork (dataDir: string): Promise<void> {
-  await runCommand('nft', ['delete', 'table', 'ip', stackHash(dataDir)]).catch(() => {})
+  await removeNetworkOf(stackPrefix(dataDir))
+}
+
+/** Removes every network named with a dev stack's prefix (`vmp-<hash>-`), whatever its data directory. */
+export async function removeNetworkOf (prefix: string): Promise<void> {
+  await runCommand('nft', ['delete', 'table', 'ip', prefix.slice(0, -1)]).catch(() => {})
   // The root namespace's veth goes with its other end, in the LAN's namespace.
-  await removeHostNetworks(dataDir)
+  await removeHostNetworks(prefix)
+}
+
+/** The dev stacks' nftables tables on this machine (`ip vmp-<hash>`), whoever made them. */
+export async function listStackTables (): Promise<string[]> {
+  const tables = (await runCommand('nft', ['list', 'tables'])).split('\n')
+  return tables.map((line) => /^table ip (\S+)$/.exec(line.trim())?.[1] ?? '').filter((name) => stackPrefixOf(name) !== null)
 }
 
 async function linkExists (netns: string | null, link: string): Promise<boolean> {

@@ -9,10 +9,11 @@
  *
  * Start: take the data directory (pid-files.ts) → secrets → the `temporal` and `tctl` tools →
  * PostgreSQL and Temporal side by side → the `vmplane` database and its migrations → the worker,
- * the stack's LAN (stack-lan.ts), the host agents (each inside its host's network namespace on
- * that LAN, host-network.ts) and the API → wait until the stack is ready (readiness.ts: the
- * agents, the API with the worker behind it, every host active with its images announced) → the `default` network
- * (default-network.ts) → write run/stack.json and print where everything is. In the cluster
+ * the stack's LAN (stack-lan.ts; what stacks that are gone left of theirs is removed then,
+ * leftover-networks.ts), the host agents (each inside its host's network namespace on that LAN,
+ * host-network.ts) and the API → wait until the stack is ready (readiness.ts: the agents, the API
+ * with the worker behind it, every host active with its images announced) → the `default`
+ * network (default-network.ts) → write run/stack.json and print where everything is. In the cluster
  * shape (`VMPLANE_TEMPORAL=cluster`) Temporal needs PostgreSQL: PostgreSQL → Temporal's databases
  * and schemas (temporal-schemas.ts) → the server (temporal-cluster.ts) and its Web UI
  * (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
@@ -44,6 +45,7 @@ import { StackOutput } from './output.js'
 import { DATA_DIR_MARK, claimDataDir, releaseDataDir } from './pid-files.js'
 import { ensureDatabase, preparePostgres, waitForPostgres, type PostgresServer } from './postgres.js'
 import { findVmmProcesses } from './processes.js'
+import { removeLeftoverNetworks } from './leftover-networks.js'
 import { loadOrCreateSecret } from './secrets.js'
 import { removeStackFile, writeStackFile, type StackInfo } from './stack-file.js'
 import { attachHost, ensureStackLan, removeStackNetwork } from './stack-lan.js'
@@ -133,6 +135,7 @@ export class DevStack {
     // What the agents call in the root namespace, across the LAN: Temporal alone.
     const lan = await ensureStackLan(paths.dataDir, [config.temporalPort])
     this.log(`the hosts are on ${lan.subnet} (${lan.netns}); the root namespace is ${lan.gateway} on it`)
+    await this.removeLeftoverNetworks()
     this.hosts = planHosts(config, paths, lan)
     for (const host of this.hosts) {
       await mkdir(host.stateDir, { recursive: true })
@@ -237,6 +240,16 @@ export class DevStack {
       })(),
       waitUntil('the Temporal UI answering', () => answersOk(temporalUiUrl(this.config)), this.waitOptions('temporal-ui'))
     ])
+  }
+
+  /** Housekeeping: a failure to clean up after other stacks is said, and does not stop this one. */
+  private async removeLeftoverNetworks (): Promise<void> {
+    try {
+      const removed = await removeLeftoverNetworks(this.paths.dataDir)
+      if (removed.length > 0) this.log(`removed the networks dev stacks that are gone left behind: ${removed.map((prefix) => `${prefix}*`).join(', ')}`)
+    } catch (error) {
+      this.log(`could not remove the networks dev stacks that are gone left behind: ${(error as Error).message}`)
+    }
   }
 
   private startComponent (spec: ComponentSpec): void {
