@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { readdir, readFile } from 'node:fs/promises'
-import { join, relative, sep } from 'node:path'
+import { isAbsolute, join, relative, sep } from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
@@ -28,8 +28,9 @@ async function compiledSources (config: string): Promise<string[]> {
   const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
   const { stdout } = await promisify(execFile)(process.execPath, [tsc, '-p', config, '--listFilesOnly'], { cwd: REPO_ROOT, maxBuffer: 16 * 1024 * 1024 })
   return stdout.split('\n')
-    .filter((path) => path.startsWith(REPO_ROOT + sep) && !path.includes(`${sep}node_modules${sep}`))
+    .filter((path) => path !== '')
     .map((path) => relative(REPO_ROOT, path))
+    .filter((path) => !path.startsWith('..') && !isAbsolute(path) && !path.split(sep).includes('node_modules'))
 }
 
 /** Every TypeScript source of the product's folders. */
