@@ -34,7 +34,7 @@ export default [
     }
   },
   {
-    files: ['workflows/**/*.ts', 'scripts/bench/floor/workflows.ts', 'test/helpers/busy-worker/workflows.ts'],
+    files: ['workflows/**/*.ts', 'bench/floor/workflows.ts', 'test/helpers/busy-worker/workflows.ts'],
     rules: {
       'no-restricted-imports': ['error', ...nonDeterministicImports]
     }

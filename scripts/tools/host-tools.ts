@@ -1,11 +1,11 @@
 /**
  * The host agent's tools (host-agent/host-tools.ts: qemu-img, dosfstools, mtools, iproute2,
- * setpriv) and the dev stack's network's (nftables, scripts/dev-stack/stack-lan.ts), installed
+ * setpriv) and the dev stack's network's (nftables, stack/stack-lan.ts), installed
  * with apt-get when one is missing. `npm start` and `npm test` call `ensureHostTools()` before
  * anything starts an agent; once they are there, each run only pays for a lookup on PATH.
  */
 import { HOST_TOOLS, missingHostTools, withSbin } from '../../host-agent/host-tools.js'
-import { LAN_TOOLS } from '../dev-stack/stack-lan.js'
+import { LAN_TOOLS } from '../../stack/stack-lan.js'
 import { installDebianPackages } from './debian-packages.js'
 
 const TOOLS = [...HOST_TOOLS, ...LAN_TOOLS]

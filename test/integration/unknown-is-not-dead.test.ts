@@ -18,8 +18,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { eventsOf, hostOf, newInstance, runningInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { CUTS, cutHost, healHost } from '../helpers/partition.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
-import { waitForExit } from '../../scripts/dev-stack/processes.js'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitForExit } from '../../stack/processes.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 
 const UNREACHABLE_AFTER_SECONDS = 3
 /** The grace period of the stop the agent is given before the cut: time to cut before it ends. */
