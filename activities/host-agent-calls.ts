@@ -6,13 +6,15 @@
  * workflows and retry policies branch on the type, never on the message.
  */
 import { ApplicationFailure, log } from '@temporalio/activity'
+import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
+import { storageOf } from '../db/instances.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
 import type { IncomingMigration, VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from './host-agent-client.js'
-import { agentUrlOf, noteContactFailed, noteContactWorked } from './host-records.js'
+import { noteContactFailed, noteContactWorked } from './host-records.js'
 
 export interface VmmTarget {
   hostId: string
@@ -155,17 +157,12 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * owns once a host is back.
      */
     async releaseInstanceStorage (input: { instanceId: string }): Promise<'released' | 'nothing-made' | 'deferred'> {
-      const { rows } = await deps.pool.query(
-        `SELECT (SELECT host_id FROM vmms WHERE instance_id = $1 ORDER BY created_at DESC LIMIT 1) AS last_host,
-                (SELECT array_agg(id) FROM disks WHERE instance_id = $1) AS disks`,
-        [input.instanceId]
-      )
-      const { last_host: lastHost, disks } = rows[0] as { last_host: string | null, disks: string[] | null }
-      if (lastHost === null) return 'nothing-made'
-      const host = await deps.pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id = $1 DESC, id LIMIT 1", [lastHost])
-      if (host.rowCount === 0) return 'deferred'
-      await onAgent(deps, host.rows[0].id, async (url) => {
-        for (const diskId of disks ?? []) await client.removeStored(url, 'disks', diskId)
+      const { lastHostId, diskIds } = await storageOf(deps.pool, input.instanceId)
+      if (lastHostId === null) return 'nothing-made'
+      const hostId = await activeHostPreferring(deps.pool, lastHostId)
+      if (hostId === null) return 'deferred'
+      await onAgent(deps, hostId, async (url) => {
+        for (const diskId of diskIds) await client.removeStored(url, 'disks', diskId)
         await client.removeStored(url, 'seeds', input.instanceId)
       })
       return 'released'

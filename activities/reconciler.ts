@@ -27,24 +27,33 @@
  * the grace period (their rows come before them, and go after them, so none of these can be in
  * use). Then leaked reservations, addresses and disk space (held for a destroyed instance) are
  * released and expired idempotency keys dropped. Every pass records what it found and did.
+ *
+ * The statements are db/'s, in the repository of the table each reads or writes.
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
-import { insertOperation } from '../db/operations.js'
+import { activeHostIds } from '../db/hosts.js'
+import { purgeExpiredKeys } from '../db/idempotency-keys.js'
+import { instancesNotMeetingIntent, liveDiskIds, liveInstanceIds, releaseDevicesOfDestroyedInstances } from '../db/instances.js'
+import { liveMigrationOf } from '../db/live-migrations.js'
+import {
+  closeOperationAsInterrupted, insertOperation, operationsInFlightFor, operationsInFlightOf, type OperationInFlight
+} from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
-import { VMM_COLUMNS, toVmm } from '../db/rows.js'
+import { insertReconcilePass } from '../db/reconcile-passes.js'
+import { activeVmmsLostUnnoticed, knownVmmsOn, releaseReservationsOfGoneVmms } from '../db/vmms.js'
 import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { InstanceState, IntendedState } from '../domain/instance.js'
 import { convergenceFor } from '../domain/instance-rules.js'
-import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { concludedReport, isTerminalVmmState, type VmmReport } from '../domain/vmm.js'
 import {
   haltRequestedSignal,
   operationStart,
   reportDelivery,
   WORKFLOW_TYPES
 } from '../workflows/definitions.js'
-import type { MigrateRequest, OperationRequest } from '../domain/requests.js'
+import type { OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 import { tellLost } from './host-fencing.js'
 
@@ -89,8 +98,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
 
   return {
     async reconcilableHosts (): Promise<string[]> {
-      const { rows } = await pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id")
-      return rows.map((row) => row.id)
+      return await activeHostIds(pool)
     },
 
     async reconcileHost (hostId: string): Promise<HostReconciliation> {
@@ -107,7 +115,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
       } catch {
         return result.unreachable()
       }
-      const known = await knownVmms(pool, hostId, vmms.map((v) => v.id))
+      const known = await knownVmmsOn(pool, hostId, vmms.map((v) => v.id))
       const now = Date.now()
       const young = (since: string): boolean => now - Date.parse(since) < deps.orphanGraceMs
 
@@ -160,10 +168,8 @@ export function createReconciler (deps: ReconcilerDependencies) {
       } catch {
         return result.unreachable()
       }
-      const liveDisks = new Set((await pool.query('SELECT id FROM disks WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
-        [listing.disks.map((disk) => disk.diskId)])).rows.map((row) => row.id as string))
-      const liveInstances = new Set((await pool.query('SELECT id FROM instances WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
-        [listing.seeds.map((seed) => seed.instanceId)])).rows.map((row) => row.id as string))
+      const liveDisks = await liveDiskIds(pool, listing.disks.map((disk) => disk.diskId))
+      const liveInstances = await liveInstanceIds(pool, listing.seeds.map((seed) => seed.instanceId))
       const orphans = [
         ...listing.disks.filter((disk) => !liveDisks.has(disk.diskId))
           .map((disk) => ({ kind: 'disks' as const, counted: 'disksReaped', name: disk.diskId, modifiedAt: disk.modifiedAt, why: 'no live disk is recorded with its ID' })),
@@ -190,29 +196,12 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * bypassed).
      */
     async releaseLeakedAddresses (): Promise<number> {
-      const addresses = await pool.query(
-        'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
-      )
-      const disks = await pool.query(
-        'UPDATE disks d SET destroyed_at = now() FROM instances i WHERE d.instance_id = i.id AND i.destroyed_at IS NOT NULL AND d.destroyed_at IS NULL'
-      )
-      return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0)
+      return await releaseDevicesOfDestroyedInstances(pool)
     },
 
     /** Instances whose state does not meet their intent, untouched for the grace period. */
     async driftedInstances (): Promise<DriftedInstance[]> {
-      const { rows } = await pool.query(
-        `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
-          WHERE i.updated_at < now() - $1 * interval '1 millisecond'
-            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting', 'migrating')
-              OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
-              OR (i.intended_state = 'stopped' AND i.state = 'running')
-              OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
-          ORDER BY i.updated_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
-      return rows
-        .map((row) => ({ id: row.id, name: row.name, state: row.state, intendedState: row.intended_state, stopGraceSeconds: row.stop_grace_seconds }))
+      return (await instancesNotMeetingIntent(pool, deps.orphanGraceMs))
         .filter((i) => convergenceFor(i.state, i.intendedState) !== null)
     },
 
@@ -256,14 +245,8 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * interrupted, so that every accepted request ends in a recorded outcome (I5).
      */
     async closeAbandonedOperations (): Promise<string[]> {
-      const { rows } = await pool.query(
-        `SELECT ${OPERATION_IN_FLIGHT} FROM operations
-          WHERE finished_at IS NULL AND started_at < now() - $1 * interval '1 millisecond'
-          ORDER BY started_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
       const closed: string[] = []
-      for (const op of rows as OperationInFlight[]) {
+      for (const op of await operationsInFlightFor(pool, deps.orphanGraceMs)) {
         if (!await closeIfAbandoned(pool, op, 'no workflow was running this operation any more (found by the reconciler)')) continue
         const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
         log.warn(action, { instanceId: op.instance_id })
@@ -278,19 +261,10 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * once untouched for the grace period.
      */
     async retellHostLosses (): Promise<string[]> {
-      const { rows } = await pool.query(
-        `SELECT ${VMM_COLUMNS}, i.name AS instance_name FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
-          WHERE v.state = 'lost' AND i.destroyed_at IS NULL
-            AND i.state IN ('starting', 'running', 'rebooting', 'stopping', 'migrating')
-            AND i.updated_at < now() - $1 * interval '1 millisecond'
-          ORDER BY i.updated_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
       const told: string[] = []
-      for (const row of rows) {
-        const vmm = toVmm(row)
+      for (const { vmm, instanceName } of await activeVmmsLostUnnoticed(pool, deps.orphanGraceMs)) {
         await tellLost(vmm)
-        const action = `told instance ${row.instance_name} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
+        const action = `told instance ${instanceName} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
         log.warn(action, { instanceId: vmm.instanceId })
         told.push(action)
       }
@@ -299,22 +273,15 @@ export function createReconciler (deps: ReconcilerDependencies) {
 
     /** Reservations still held for VMMs that are gone. */
     async releaseLeakedReservations (): Promise<number> {
-      const { rowCount } = await pool.query(
-        "DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.state IN ('destroyed', 'failed', 'lost')"
-      )
-      return rowCount ?? 0
+      return await releaseReservationsOfGoneVmms(pool)
     },
 
     async purgeIdempotencyKeys (): Promise<number> {
-      const { rowCount } = await pool.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '1 day'")
-      return rowCount ?? 0
+      return await purgeExpiredKeys(pool)
     },
 
     async recordReconcilePass (pass: ReconcilePass): Promise<void> {
-      await pool.query(
-        'INSERT INTO reconcile_passes (id, started_at, counts, actions) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
-        [pass.id, pass.startedAt, JSON.stringify(pass.counts), JSON.stringify(pass.actions)]
-      )
+      await insertReconcilePass(pool, pass)
     }
   }
 }
@@ -367,15 +334,6 @@ async function workflowRunning (workflowId: string, runId?: string): Promise<boo
   }
 }
 
-interface OperationInFlight {
-  id: string
-  kind: string
-  instance_id: string
-  workflow_id: string
-  run_id: string | null
-}
-const OPERATION_IN_FLIGHT = 'id, kind, instance_id, workflow_id, run_id'
-
 /**
  * Ends an operation in flight as interrupted, saying why, but only if it is abandoned: the run
  * that accepted it (or last recorded it) has closed and no run of its workflow ID is running.
@@ -385,41 +343,10 @@ const OPERATION_IN_FLIGHT = 'id, kind, instance_id, workflow_id, run_id'
 async function closeIfAbandoned (pool: Pool, op: OperationInFlight, why: string): Promise<boolean> {
   if (await workflowRunning(op.workflow_id)) return false
   if (op.run_id !== null && await workflowRunning(op.workflow_id, op.run_id)) return false
-  const { rowCount } = await pool.query(
-    `UPDATE operations SET status = 'failed', finished_at = now(), error = $3
-      WHERE id = $1 AND run_id IS NOT DISTINCT FROM $2 AND finished_at IS NULL`,
-    [op.id, op.run_id, JSON.stringify({ code: 'Interrupted', message: why })]
-  )
-  return rowCount === 1
+  return await closeOperationAsInterrupted(pool, op, why)
 }
 
 /** Closes the instance's operations in flight that no run carries any more (`closeIfAbandoned`). */
 async function closeAbandonedOperationsOf (pool: Pool, instanceId: string, why: string): Promise<void> {
-  const { rows } = await pool.query(`SELECT ${OPERATION_IN_FLIGHT} FROM operations WHERE instance_id = $1 AND finished_at IS NULL`, [instanceId])
-  for (const op of rows as OperationInFlight[]) await closeIfAbandoned(pool, op, why)
-}
-
-/** The request of the instance's migration that has not ended, to carry it on; null without one. */
-async function liveMigrationOf (pool: Pool, instanceId: string): Promise<MigrateRequest | null> {
-  const { rows } = await pool.query('SELECT id, requested_host_id, started_at FROM migrations WHERE instance_id = $1 AND finished_at IS NULL', [instanceId])
-  if (rows.length === 0) return null
-  const [row] = rows
-  return {
-    kind: 'migrate',
-    operationId: row.id,
-    instanceId,
-    requestedAt: new Date(row.started_at).toISOString(),
-    ...(row.requested_host_id === null ? {} : { targetHostId: row.requested_host_id })
-  }
-}
-
-/** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */
-async function knownVmms (pool: Pool, hostId: string, listed: string[]): Promise<Map<string, { vmm: VmmRecord, instanceDestroyed: boolean }>> {
-  const { rows } = await pool.query(
-    `SELECT ${VMM_COLUMNS}, i.destroyed_at IS NOT NULL AS instance_destroyed
-       FROM vmms v JOIN instances i ON i.id = v.instance_id
-      WHERE v.host_id = $1 AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = ANY($2::uuid[]))`,
-    [hostId, listed]
-  )
-  return new Map(rows.map((row) => [row.id, { vmm: toVmm(row), instanceDestroyed: row.instance_destroyed }]))
+  for (const op of await operationsInFlightOf(pool, instanceId)) await closeIfAbandoned(pool, op, why)
 }
