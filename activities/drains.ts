@@ -10,30 +10,12 @@
  */
 import { activityInfo, getClient } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client'
+import type { DrainActivities } from '../contract/activities.js'
+import { WORKFLOW_TYPES, operationStart } from '../contract/workflows.js'
 import { insertOperation } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
-import type { InstanceState } from '../domain/instance.js'
-import type { MigrateRequest } from '../domain/requests.js'
-import { WORKFLOW_TYPES, operationStart } from '../workflows/definitions.js'
 
-export interface InstanceOnHost {
-  id: string
-  name: string
-  state: InstanceState
-  /** Its active VMM is not on the host: what lives there is a migration's other half. */
-  activeElsewhere: boolean
-}
-
-export interface DrainProgress {
-  drainId: string
-  status: 'draining' | 'drained' | 'stopped' | 'failed'
-  total: number
-  migrated: number
-  failed: number
-  lastError: string | null
-}
-
-export function createDrains (pool: Pool) {
+export function createDrains (pool: Pool): DrainActivities {
   return {
     /**
      * Instances with a live VMM on the host: the drain's host is empty only when this is. Most
@@ -42,7 +24,7 @@ export function createDrains (pool: Pool) {
      * commit, which that migration, or the kill of its source, ends. A destroyed instance counts
      * too should a VMM of its still live (the reconciler reaps it): a VM would run there.
      */
-    async instancesOnHost (hostId: string): Promise<InstanceOnHost[]> {
+    async instancesOnHost (hostId) {
       const { rows } = await pool.query(
         `SELECT i.id, i.name, i.state, bool_and(v.id IS DISTINCT FROM i.active_vmm_id) AS "activeElsewhere"
            FROM instances i JOIN vmms v ON v.instance_id = i.id
@@ -55,7 +37,7 @@ export function createDrains (pool: Pool) {
     },
 
     /** Starts the migrate operation unless it exists; `busy` while another operation holds the instance. */
-    async requestMigration (request: MigrateRequest, instance: { name: string, state: InstanceState }): Promise<'started' | 'busy'> {
+    async requestMigration (request, instance) {
       const known = await pool.query('SELECT 1 FROM operations WHERE id = $1', [request.operationId])
       if (known.rowCount !== 0) return 'started'
       let runId: string
@@ -71,7 +53,7 @@ export function createDrains (pool: Pool) {
     },
 
     /** The outcome of each operation that has ended, by ID. */
-    async operationOutcomes (operationIds: string[]): Promise<Record<string, { status: string, error: string | null }>> {
+    async operationOutcomes (operationIds) {
       const { rows } = await pool.query(
         "SELECT id, status, error->>'message' AS error FROM operations WHERE id = ANY($1::uuid[]) AND finished_at IS NOT NULL",
         [operationIds]
@@ -79,7 +61,7 @@ export function createDrains (pool: Pool) {
       return Object.fromEntries(rows.map((r) => [r.id, { status: r.status, error: r.error }]))
     },
 
-    async recordDrainProgress (hostId: string, progress: DrainProgress): Promise<void> {
+    async recordDrainProgress (hostId, progress) {
       await pool.query(
         `INSERT INTO drains (id, host_id, status, total, migrated, failed, last_error, finished_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $3 <> 'draining' THEN now() END)

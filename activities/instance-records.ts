@@ -21,92 +21,15 @@
  * back.
  */
 import { ApplicationFailure } from '@temporalio/activity'
-import { v5 as uuidv5 } from 'uuid'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationUpdate, OperationUpdate, RecordedMigration } from '../contract/records.js'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
 import { INSTANCE_COLUMNS, VMM_COLUMNS, toInstance, toVmm } from '../db/rows.js'
 import { insertInstance } from '../db/instances.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { EventKind } from '../domain/event.js'
-import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
-import type { MigrationStatus } from '../domain/migration.js'
-import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import type { NewInstance } from '../domain/requests.js'
-import type { VmmRecord, VmmReport } from '../domain/vmm.js'
-import { applyObservations } from './vmm-records.js'
-
-export interface InstanceSnapshot {
-  instance: Instance
-  /** The instance's VMMs that are not confirmed gone, oldest first. */
-  liveVmms: VmmRecord[]
-  activeVmm: VmmRecord | null
-}
-
-export interface OperationUpdate {
-  id: string
-  kind: OperationKind
-  status: OperationStatus
-  error?: OperationError | null
-  workflowId: string
-  runId: string
-}
-
-/** The instance's fields a change may set. */
-export interface InstanceFields {
-  state?: InstanceState
-  intendedState?: IntendedState
-  activeVmmId?: string | null
-  lastError?: InstanceError | null
-  restartAttempts?: number
-  restartAt?: string | null
-  /** Marks the instance destroyed and releases what its VMMs still hold. */
-  destroyed?: boolean
-}
-
-/** The event a change appends. */
-export interface ChangeEvent {
-  kind: EventKind
-  message: string
-  details?: Record<string, unknown>
-  vmmId?: string | null
-}
-
-/**
- * A step of a live migration (workflows/migrate.ts). The first one, `reserving`, names the source;
- * the target is named by its placement. The phase only moves forward and, once over, stays.
- */
-export interface MigrationUpdate {
-  id: string
-  phase: MigrationStatus
-  reason?: string | null
-  /** The first update's: where the VM is, and the host the request named. */
-  source?: { vmmId: string, hostId: string, requestedHostId: string | null }
-  cancelRequested?: boolean
-}
-
-export interface InstanceChange extends ChangeEvent {
-  instanceId: string
-  /** What the change decides (domain/decisions.ts); a change whose key is recorded was made. */
-  decision: string
-  set?: InstanceFields
-  operation?: OperationUpdate
-  migration?: MigrationUpdate
-  /** VMM reports received since the execution's last write, applied first. */
-  observations?: VmmReport[]
-}
-
-export interface ChangeResult {
-  snapshot: InstanceSnapshot
-  /** The VMM records the observations left, whether or not they were applied. */
-  vmms: VmmRecord[]
-  /** The decision had been recorded before: nothing was changed this time. */
-  madeBefore: boolean
-}
-
-/** The event ID that records a decision: the same key always gives the same ID. */
-export function eventIdOf (decision: string): string {
-  return uuidv5(decision, EVENT_NAMESPACE)
-}
-const EVENT_NAMESPACE = '5b0d6c4e-7a51-4f0e-9d4b-2f7f0c8c1e93'
+import type { VmmRecord } from '../domain/vmm.js'
+import { appendEvent, eventIdOf } from './instance-events.js'
+import { applyObservations } from './vmm-observations.js'
 
 export async function readSnapshot (db: Pool | PoolClient, instanceId: string): Promise<InstanceSnapshot | null> {
   const { rows } = await db.query(`SELECT ${INSTANCE_COLUMNS} FROM instances i WHERE i.id = $1`, [instanceId])
@@ -212,27 +135,6 @@ async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<
   }
 }
 
-/** Appends an event, stamped with the instance's state as it now is; once per event ID. */
-export async function appendEvent (
-  tx: Pool | PoolClient,
-  event: ChangeEvent & { instanceId: string, eventId: string, operationId?: string | null }
-): Promise<void> {
-  await tx.query(
-    `INSERT INTO instance_events (id, instance_id, kind, state, operation_id, vmm_id, message, details)
-     SELECT $1, i.id, $3, i.state, $4, $5, $6, $7 FROM instances i WHERE i.id = $2
-     ON CONFLICT (id) DO NOTHING`,
-    [
-      event.eventId,
-      event.instanceId,
-      event.kind,
-      event.operationId ?? null,
-      event.vmmId ?? null,
-      event.message,
-      event.details === undefined ? null : JSON.stringify(event.details)
-    ]
-  )
-}
-
 /**
  * The API inserts an operation's row when it accepts the request; the workflow upserts it, so
  * the row exists even if the API died between starting the workflow and writing it. An outcome
@@ -252,16 +154,6 @@ async function upsertOperation (tx: PoolClient, instanceId: string, op: Operatio
      WHERE operations.finished_at IS NULL`,
     [op.id, instanceId, op.kind, op.status, op.error == null ? null : JSON.stringify(op.error), op.workflowId, op.runId, finished]
   )
-}
-
-/** A live migration as recorded, with both its VMMs' records: what a migrate execution resumes from. */
-export interface RecordedMigration {
-  id: string
-  phase: MigrationStatus
-  reason: string | null
-  cancelRequested: boolean
-  source: VmmRecord
-  target: VmmRecord | null
 }
 
 export async function readMigration (db: Pool, migrationId: string): Promise<RecordedMigration | null> {

@@ -30,48 +30,19 @@
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
+import type { HostReconciliation, ReconcileCounts, ReconcilerActivities } from '../contract/activities.js'
+import { haltRequestedSignal } from '../contract/messages.js'
+import { operationStart, reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { insertOperation } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
 import { VMM_COLUMNS, toVmm } from '../db/rows.js'
 import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
 import { instanceWorkflowId } from '../domain/ids.js'
-import type { InstanceState, IntendedState } from '../domain/instance.js'
 import { convergenceFor } from '../domain/instance-rules.js'
 import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import {
-  haltRequestedSignal,
-  operationStart,
-  reportDelivery,
-  WORKFLOW_TYPES
-} from '../workflows/definitions.js'
 import type { MigrateRequest, OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 import { tellLost } from './host-fencing.js'
-
-/** Counts of what a pass found and did, by kind. */
-export type ReconcileCounts = Record<string, number>
-
-export interface HostReconciliation {
-  hostId: string
-  reachable: boolean
-  counts: ReconcileCounts
-  actions: string[]
-}
-
-export interface DriftedInstance {
-  id: string
-  name: string
-  state: InstanceState
-  intendedState: IntendedState
-  stopGraceSeconds: number
-}
-
-export interface ReconcilePass {
-  id: string
-  startedAt: string
-  counts: ReconcileCounts
-  actions: string[]
-}
 
 /** Actions listed per pass at most (the counts are complete). */
 const MAX_ACTIONS = 100
@@ -80,7 +51,7 @@ interface ReconcilerDependencies extends AgentCallDependencies {
   orphanGraceMs: number
 }
 
-export function createReconciler (deps: ReconcilerDependencies) {
+export function createReconciler (deps: ReconcilerDependencies): ReconcilerActivities {
   const { pool, client: agents } = deps
 
   async function report (vmmReport: VmmReport): Promise<void> {
@@ -88,12 +59,12 @@ export function createReconciler (deps: ReconcilerDependencies) {
   }
 
   return {
-    async reconcilableHosts (): Promise<string[]> {
+    async reconcilableHosts () {
       const { rows } = await pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id")
       return rows.map((row) => row.id)
     },
 
-    async reconcileHost (hostId: string): Promise<HostReconciliation> {
+    async reconcileHost (hostId) {
       const result = new Tally(hostId)
       const { count } = result
       const act = result.act.bind(result)
@@ -152,7 +123,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** The storage every host mounts, read through `hostId`'s agent (see the module comment). */
-    async reconcileStorage (hostId: string): Promise<HostReconciliation> {
+    async reconcileStorage (hostId) {
       const result = new Tally(hostId)
       let listing: StorageListing
       try {
@@ -189,7 +160,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's end releases them in the same transaction, so this finds none unless that was
      * bypassed).
      */
-    async releaseLeakedAddresses (): Promise<number> {
+    async releaseLeakedAddresses () {
       const addresses = await pool.query(
         'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
       )
@@ -200,7 +171,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** Instances whose state does not meet their intent, untouched for the grace period. */
-    async driftedInstances (): Promise<DriftedInstance[]> {
+    async driftedInstances () {
       const { rows } = await pool.query(
         `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
           WHERE i.updated_at < now() - $1 * interval '1 millisecond'
@@ -217,7 +188,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** Re-drives one instance's intent unless a workflow runs for it; what was done, or null. */
-    async redriveInstance (instance: DriftedInstance, operationId: string): Promise<string | null> {
+    async redriveInstance (instance, operationId) {
       const temporal = getClient()
       const workflowId = instanceWorkflowId(instance.id)
       if (await workflowRunning(workflowId)) return null
@@ -255,7 +226,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's workflow ID (one failed, or was terminated by an operator): closed as
      * interrupted, so that every accepted request ends in a recorded outcome (I5).
      */
-    async closeAbandonedOperations (): Promise<string[]> {
+    async closeAbandonedOperations () {
       const { rows } = await pool.query(
         `SELECT ${OPERATION_IN_FLIGHT} FROM operations
           WHERE finished_at IS NULL AND started_at < now() - $1 * interval '1 millisecond'
@@ -277,7 +248,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * live (the fan-out's signal never reached them, activities/host-fencing.ts): told again,
      * once untouched for the grace period.
      */
-    async retellHostLosses (): Promise<string[]> {
+    async retellHostLosses () {
       const { rows } = await pool.query(
         `SELECT ${VMM_COLUMNS}, i.name AS instance_name FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
           WHERE v.state = 'lost' AND i.destroyed_at IS NULL
@@ -298,19 +269,19 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** Reservations still held for VMMs that are gone. */
-    async releaseLeakedReservations (): Promise<number> {
+    async releaseLeakedReservations () {
       const { rowCount } = await pool.query(
         "DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.state IN ('destroyed', 'failed', 'lost')"
       )
       return rowCount ?? 0
     },
 
-    async purgeIdempotencyKeys (): Promise<number> {
+    async purgeIdempotencyKeys () {
       const { rowCount } = await pool.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '1 day'")
       return rowCount ?? 0
     },
 
-    async recordReconcilePass (pass: ReconcilePass): Promise<void> {
+    async recordReconcilePass (pass) {
       await pool.query(
         'INSERT INTO reconcile_passes (id, started_at, counts, actions) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
         [pass.id, pass.startedAt, JSON.stringify(pass.counts), JSON.stringify(pass.actions)]

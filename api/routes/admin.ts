@@ -5,8 +5,8 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
-import { RECONCILE_SCHEDULE_ID } from '../../workflows/definitions.js'
-import { urlInteger } from '../../http/url-integer.js'
+import { RECONCILE_SCHEDULE_ID } from '../../contract/workflows.js'
+import { urlInteger } from '../../domain/url-integer.js'
 
 const passSchema = z.object({
   id: z.uuid(),
