@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { launchStack, type LaunchedStack, type StackOptions } from '../../scripts/dev-stack/launcher.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
-export { api, freePorts, type ApiResponse, type ComponentName } from '../../scripts/dev-stack/launcher.js'
+export { api, freePorts, type ApiResponse } from '../../scripts/dev-stack/launcher.js'
 export type TestStack = LaunchedStack
 
 /**
