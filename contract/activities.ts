@@ -37,7 +37,7 @@ export interface HistoryLimits {
   minGrowthEvents: number
 }
 
-/** An instance's record and its VMMs' (activities/instance-records.ts, activities/vmm-records.ts). */
+/** An instance's record and its VMMs' (activities/instance-records.ts, vmm-records.ts, vmm-observations.ts). */
 export interface InstanceRecordActivities {
   operationSettings: () => Promise<OperationSettings>
   /** What an instance's execution begins with: the settings, and the instance (created if asked). */

@@ -1,8 +1,8 @@
 /**
  * The write path's wire types (docs/design.md §8): what an instance's execution sends the record
- * activities (activities/instance-records.ts, activities/vmm-records.ts) and what they answer. An
- * execution writes only through these: a change keyed by its decision, a placement keyed by its
- * operation, and reads the record back from every answer.
+ * activities (activities/instance-records.ts, vmm-records.ts, vmm-observations.ts) and what they
+ * answer. An execution writes only through these: a change keyed by its decision, a placement
+ * keyed by its operation, and reads the record back from every answer.
  *
  * Types only; they travel in workflow histories, so a field renamed or removed breaks the replay
  * of recorded executions.

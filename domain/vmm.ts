@@ -181,7 +181,7 @@ export function isStaleReport (known: Pick<VmmRecord, 'state' | 'generation'>, r
 
 /**
  * A VMM's record once a report is taken in, or null when the report is stale (`isStaleReport`).
- * PostgreSQL applies the same rule (activities/vmm-records.ts), so an execution's memory and the
+ * PostgreSQL applies the same rule (activities/vmm-observations.ts), so an execution's memory and the
  * record never disagree.
  */
 export function withReport (known: VmmRecord, report: VmmReport): VmmRecord | null {

@@ -1,9 +1,9 @@
 /**
  * The fast layer's stand-in for everything an instance's workflow touches: an in-memory record
- * of instances, VMMs and decisions that behaves like activities/instance-records.ts and
- * vmm-records.ts (a decision is recorded once; reports by generation), and host agents whose
- * answers each test scripts. The workflows run for real, on the built bundle and a real
- * Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
+ * of instances, VMMs and decisions that behaves like activities/instance-records.ts,
+ * vmm-records.ts and vmm-observations.ts (a decision is recorded once; reports by generation), and
+ * host agents whose answers each test scripts. The workflows run for real, on the built bundle
+ * and a real Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
  */
 import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'

@@ -8,7 +8,7 @@
  * the one namespace.
  *
  * The control plane's side is played by the test, through the control plane's own client
- * (activities/host-agent-client.ts): it ensures the target with `incoming`, waits for it to be
+ * (http/host-agent-client.ts): it ensures the target with `incoming`, waits for it to be
  * `ready`, and has the source send to the target's receiver URL. Agents are SIGKILLed in the middle
  * (by the test, or by themselves at the migration's crash points, faults/crash-points.ts) and
  * started again on the same directories, as a crash and a service manager would.
