@@ -12,32 +12,14 @@
  */
 import { activityInfo, getClient } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client'
+import type { DrainActivities } from '../contract/activities.js'
+import { WORKFLOW_TYPES, operationStart } from '../contract/workflows.js'
 import { upsertDrainProgress } from '../db/drains.js'
 import { instancesWithLiveVmmOn } from '../db/instances.js'
 import { finishedOperationOutcomes, insertOperation, operationExists } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
-import type { InstanceState } from '../domain/instance.js'
-import type { MigrateRequest } from '../domain/requests.js'
-import { WORKFLOW_TYPES, operationStart } from '../workflows/definitions.js'
 
-export interface InstanceOnHost {
-  id: string
-  name: string
-  state: InstanceState
-  /** Its active VMM is not on the host: what lives there is a migration's other half. */
-  activeElsewhere: boolean
-}
-
-export interface DrainProgress {
-  drainId: string
-  status: 'draining' | 'drained' | 'stopped' | 'failed'
-  total: number
-  migrated: number
-  failed: number
-  lastError: string | null
-}
-
-export function createDrains (pool: Pool) {
+export function createDrains (pool: Pool): DrainActivities {
   return {
     /**
      * Instances with a live VMM on the host: the drain's host is empty only when this is. Most
@@ -46,12 +28,12 @@ export function createDrains (pool: Pool) {
      * commit, which that migration, or the kill of its source, ends. A destroyed instance counts
      * too should a VMM of its still live (the reconciler reaps it): a VM would run there.
      */
-    async instancesOnHost (hostId: string): Promise<InstanceOnHost[]> {
+    async instancesOnHost (hostId) {
       return await instancesWithLiveVmmOn(pool, hostId)
     },
 
     /** Starts the migrate operation unless it exists; `busy` while another operation holds the instance. */
-    async requestMigration (request: MigrateRequest, instance: { name: string, state: InstanceState }): Promise<'started' | 'busy'> {
+    async requestMigration (request, instance) {
       if (await operationExists(pool, request.operationId)) return 'started'
       let runId: string
       try {
@@ -66,11 +48,11 @@ export function createDrains (pool: Pool) {
     },
 
     /** The outcome of each operation that has ended, by ID. */
-    async operationOutcomes (operationIds: string[]): Promise<Record<string, { status: string, error: string | null }>> {
+    async operationOutcomes (operationIds) {
       return await finishedOperationOutcomes(pool, operationIds)
     },
 
-    async recordDrainProgress (hostId: string, progress: DrainProgress): Promise<void> {
+    async recordDrainProgress (hostId, progress) {
       await upsertDrainProgress(pool, hostId, progress)
     }
   }

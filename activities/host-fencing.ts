@@ -22,11 +22,12 @@
  * The statements are db/'s (db/hosts.ts, db/vmms.ts); the fence is one transaction.
  */
 import { activityInfo, getClient } from '@temporalio/activity'
+import type { HostFencingActivities } from '../contract/activities.js'
+import { reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { readmitFencedHost, setHostLost } from '../db/hosts.js'
 import { inTransaction, type Pool } from '../db/pool.js'
 import { fenceVmmsOnHost, markVmmFenced, unfencedLostVmmsOn } from '../db/vmms.js'
 import { concludedReport, type VmmRecord } from '../domain/vmm.js'
-import { reportDelivery, WORKFLOW_TYPES } from '../workflows/definitions.js'
 import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
 const LOST_REASON = 'host declared lost by an operator; VMM fenced'
@@ -45,7 +46,7 @@ export async function tellLost (vmm: VmmRecord): Promise<void> {
   await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), activityInfo().taskQueue))
 }
 
-export function createHostFencing (deps: AgentCallDependencies) {
+export function createHostFencing (deps: AgentCallDependencies): HostFencingActivities {
   const { pool, client: agentClient } = deps
   return {
     /**
@@ -53,14 +54,14 @@ export function createHostFencing (deps: AgentCallDependencies) {
      * `byInstanceId` (whose execution asked and takes the answer). Returns the VMMs its loss
      * fenced. Safe to retry (module comment).
      */
-    async declareHostLost (hostId: string, byInstanceId: string | null): Promise<VmmRecord[]> {
+    async declareHostLost (hostId, byInstanceId) {
       const lost = await markHostLost(pool, hostId)
       for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) await tellLost(vmm)
       return lost
     },
 
     /** Destroys, through the returned agent, every lost VMM of the host not yet fenced. */
-    async fenceLostVmms (hostId: string): Promise<number> {
+    async fenceLostVmms (hostId) {
       const unfenced = await unfencedLostVmmsOn(pool, hostId)
       for (const { id } of unfenced) {
         await onAgent(deps, hostId, (agentUrl) => agentClient.destroyVmm(agentUrl, id))
@@ -70,7 +71,7 @@ export function createHostFencing (deps: AgentCallDependencies) {
     },
 
     /** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced. */
-    async readmitHost (hostId: string): Promise<boolean> {
+    async readmitHost (hostId) {
       return await readmitFencedHost(pool, hostId)
     }
   }

@@ -24,7 +24,7 @@
  * of them a change runs, all in one transaction.
  */
 import { ApplicationFailure } from '@temporalio/activity'
-import { v5 as uuidv5 } from 'uuid'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationUpdate, RecordedMigration } from '../contract/records.js'
 import { appendEvent, isEventRecorded } from '../db/instance-events.js'
 import { insertInstance, lockInstance, readInstance, releaseDevicesOf, updateRuntimeFields } from '../db/instances.js'
 import { advanceMigration, insertMigration, readMigrationRow } from '../db/live-migrations.js'
@@ -32,87 +32,10 @@ import { upsertOperation } from '../db/operations.js'
 import { inTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js'
 import { liveVmmsOf, readVmms, releaseReservationsOfInstance } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { EventKind } from '../domain/event.js'
-import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
-import type { MigrationStatus } from '../domain/migration.js'
-import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import type { NewInstance } from '../domain/requests.js'
-import type { VmmRecord, VmmReport } from '../domain/vmm.js'
-import { applyObservations } from './vmm-records.js'
-
-export interface InstanceSnapshot {
-  instance: Instance
-  /** The instance's VMMs that are not confirmed gone, oldest first. */
-  liveVmms: VmmRecord[]
-  activeVmm: VmmRecord | null
-}
-
-export interface OperationUpdate {
-  id: string
-  kind: OperationKind
-  status: OperationStatus
-  error?: OperationError | null
-  workflowId: string
-  runId: string
-}
-
-/** The instance's fields a change may set. */
-export interface InstanceFields {
-  state?: InstanceState
-  intendedState?: IntendedState
-  activeVmmId?: string | null
-  lastError?: InstanceError | null
-  restartAttempts?: number
-  restartAt?: string | null
-  /** Marks the instance destroyed and releases what its VMMs still hold. */
-  destroyed?: boolean
-}
-
-/** The event a change appends. */
-export interface ChangeEvent {
-  kind: EventKind
-  message: string
-  details?: Record<string, unknown>
-  vmmId?: string | null
-}
-
-/**
- * A step of a live migration (workflows/migrate.ts). The first one, `reserving`, names the source;
- * the target is named by its placement. The phase only moves forward and, once over, stays.
- */
-export interface MigrationUpdate {
-  id: string
-  phase: MigrationStatus
-  reason?: string | null
-  /** The first update's: where the VM is, and the host the request named. */
-  source?: { vmmId: string, hostId: string, requestedHostId: string | null }
-  cancelRequested?: boolean
-}
-
-export interface InstanceChange extends ChangeEvent {
-  instanceId: string
-  /** What the change decides (domain/decisions.ts); a change whose key is recorded was made. */
-  decision: string
-  set?: InstanceFields
-  operation?: OperationUpdate
-  migration?: MigrationUpdate
-  /** VMM reports received since the execution's last write, applied first. */
-  observations?: VmmReport[]
-}
-
-export interface ChangeResult {
-  snapshot: InstanceSnapshot
-  /** The VMM records the observations left, whether or not they were applied. */
-  vmms: VmmRecord[]
-  /** The decision had been recorded before: nothing was changed this time. */
-  madeBefore: boolean
-}
-
-/** The event ID that records a decision: the same key always gives the same ID. */
-export function eventIdOf (decision: string): string {
-  return uuidv5(decision, EVENT_NAMESPACE)
-}
-const EVENT_NAMESPACE = '5b0d6c4e-7a51-4f0e-9d4b-2f7f0c8c1e93'
+import type { VmmRecord } from '../domain/vmm.js'
+import { eventIdOf } from './instance-events.js'
+import { applyObservations } from './vmm-observations.js'
 
 export async function readSnapshot (db: Queryable, instanceId: string): Promise<InstanceSnapshot | null> {
   const instance = await readInstance(db, instanceId)
@@ -182,16 +105,6 @@ async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<
     await releaseReservationsOfInstance(tx, change.instanceId)
     await releaseDevicesOf(tx, change.instanceId)
   }
-}
-
-/** A live migration as recorded, with both its VMMs' records: what a migrate execution resumes from. */
-export interface RecordedMigration {
-  id: string
-  phase: MigrationStatus
-  reason: string | null
-  cancelRequested: boolean
-  source: VmmRecord
-  target: VmmRecord | null
 }
 
 export async function readMigration (db: Pool, migrationId: string): Promise<RecordedMigration | null> {

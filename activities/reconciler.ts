@@ -32,6 +32,9 @@
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
+import type { HostReconciliation, ReconcileCounts, ReconcilerActivities } from '../contract/activities.js'
+import { haltRequestedSignal } from '../contract/messages.js'
+import { operationStart, reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { activeHostIds } from '../db/hosts.js'
 import { purgeExpiredKeys } from '../db/idempotency-keys.js'
 import { instancesNotMeetingIntent, liveDiskIds, liveInstanceIds, releaseDevicesOfDestroyedInstances } from '../db/instances.js'
@@ -44,43 +47,11 @@ import { insertReconcilePass } from '../db/reconcile-passes.js'
 import { activeVmmsLostUnnoticed, knownVmmsOn, releaseReservationsOfGoneVmms } from '../db/vmms.js'
 import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
 import { instanceWorkflowId } from '../domain/ids.js'
-import type { InstanceState, IntendedState } from '../domain/instance.js'
 import { convergenceFor } from '../domain/instance-rules.js'
 import { concludedReport, isTerminalVmmState, type VmmReport } from '../domain/vmm.js'
-import {
-  haltRequestedSignal,
-  operationStart,
-  reportDelivery,
-  WORKFLOW_TYPES
-} from '../workflows/definitions.js'
 import type { OperationRequest } from '../domain/requests.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 import { tellLost } from './host-fencing.js'
-
-/** Counts of what a pass found and did, by kind. */
-export type ReconcileCounts = Record<string, number>
-
-export interface HostReconciliation {
-  hostId: string
-  reachable: boolean
-  counts: ReconcileCounts
-  actions: string[]
-}
-
-export interface DriftedInstance {
-  id: string
-  name: string
-  state: InstanceState
-  intendedState: IntendedState
-  stopGraceSeconds: number
-}
-
-export interface ReconcilePass {
-  id: string
-  startedAt: string
-  counts: ReconcileCounts
-  actions: string[]
-}
 
 /** Actions listed per pass at most (the counts are complete). */
 const MAX_ACTIONS = 100
@@ -89,7 +60,7 @@ interface ReconcilerDependencies extends AgentCallDependencies {
   orphanGraceMs: number
 }
 
-export function createReconciler (deps: ReconcilerDependencies) {
+export function createReconciler (deps: ReconcilerDependencies): ReconcilerActivities {
   const { pool, client: agents } = deps
 
   async function report (vmmReport: VmmReport): Promise<void> {
@@ -97,11 +68,11 @@ export function createReconciler (deps: ReconcilerDependencies) {
   }
 
   return {
-    async reconcilableHosts (): Promise<string[]> {
+    async reconcilableHosts () {
       return await activeHostIds(pool)
     },
 
-    async reconcileHost (hostId: string): Promise<HostReconciliation> {
+    async reconcileHost (hostId) {
       const result = new Tally(hostId)
       const { count } = result
       const act = result.act.bind(result)
@@ -160,7 +131,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** The storage every host mounts, read through `hostId`'s agent (see the module comment). */
-    async reconcileStorage (hostId: string): Promise<HostReconciliation> {
+    async reconcileStorage (hostId) {
       const result = new Tally(hostId)
       let listing: StorageListing
       try {
@@ -195,18 +166,18 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's end releases them in the same transaction, so this finds none unless that was
      * bypassed).
      */
-    async releaseLeakedAddresses (): Promise<number> {
+    async releaseLeakedAddresses () {
       return await releaseDevicesOfDestroyedInstances(pool)
     },
 
     /** Instances whose state does not meet their intent, untouched for the grace period. */
-    async driftedInstances (): Promise<DriftedInstance[]> {
+    async driftedInstances () {
       return (await instancesNotMeetingIntent(pool, deps.orphanGraceMs))
         .filter((i) => convergenceFor(i.state, i.intendedState) !== null)
     },
 
     /** Re-drives one instance's intent unless a workflow runs for it; what was done, or null. */
-    async redriveInstance (instance: DriftedInstance, operationId: string): Promise<string | null> {
+    async redriveInstance (instance, operationId) {
       const temporal = getClient()
       const workflowId = instanceWorkflowId(instance.id)
       if (await workflowRunning(workflowId)) return null
@@ -244,7 +215,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's workflow ID (one failed, or was terminated by an operator): closed as
      * interrupted, so that every accepted request ends in a recorded outcome (I5).
      */
-    async closeAbandonedOperations (): Promise<string[]> {
+    async closeAbandonedOperations () {
       const closed: string[] = []
       for (const op of await operationsInFlightFor(pool, deps.orphanGraceMs)) {
         if (!await closeIfAbandoned(pool, op, 'no workflow was running this operation any more (found by the reconciler)')) continue
@@ -260,7 +231,7 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * live (the fan-out's signal never reached them, activities/host-fencing.ts): told again,
      * once untouched for the grace period.
      */
-    async retellHostLosses (): Promise<string[]> {
+    async retellHostLosses () {
       const told: string[] = []
       for (const { vmm, instanceName } of await activeVmmsLostUnnoticed(pool, deps.orphanGraceMs)) {
         await tellLost(vmm)
@@ -272,15 +243,15 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** Reservations still held for VMMs that are gone. */
-    async releaseLeakedReservations (): Promise<number> {
+    async releaseLeakedReservations () {
       return await releaseReservationsOfGoneVmms(pool)
     },
 
-    async purgeIdempotencyKeys (): Promise<number> {
+    async purgeIdempotencyKeys () {
       return await purgeExpiredKeys(pool)
     },
 
-    async recordReconcilePass (pass: ReconcilePass): Promise<void> {
+    async recordReconcilePass (pass) {
       await insertReconcilePass(pool, pass)
     }
   }

@@ -1,5 +1,6 @@
 /**
- * VMM records and host capacity.
+ * VMM records and host capacity: placement. Reports are applied to VMM records by
+ * vmm-observations.ts.
  *
  * Placement is one transaction: it chooses a host (with room, and with the base image of a boot
  * disk not made yet), inserts the VMM's row and its reservation,
@@ -8,53 +9,19 @@
  * the VMM that decision placed instead of placing a second one (I3), and no failure can leave a
  * VMM or a reservation that its instance's record does not name.
  *
- * Observations (host reports, and the agent's answers to calls) are applied only when their
- * generation is newer than the last one applied, and a conclusion of the control plane's to a VMM
- * not yet gone (`isStaleReport` in domain/vmm.ts, the same rule the workflow keeps in memory), so a
- * report that arrives late or twice can never move a VMM backwards (I4). A VMM
- * that reaches a terminal state gives its reservation back. When the instance's active VMM stops
- * or starts answering, the instance's events say so, once per generation.
- *
- * The statements are db/'s (db/vmms.ts, db/hosts.ts, db/instances.ts, db/live-migrations.ts,
- * db/instance-events.ts); placement and each report run theirs in one transaction.
+ * The statements are db/'s (db/vmms.ts, db/hosts.ts, db/instances.ts, db/live-migrations.ts);
+ * placement runs them in one transaction.
  */
 import { v5 as uuidv5 } from 'uuid'
+import type { InstanceSnapshot, MigrationTarget, PlacementRequest, PlacementResult } from '../contract/records.js'
 import { hostsThatMayBoot, lockActiveHosts } from '../db/hosts.js'
-import { appendEvent } from '../db/instance-events.js'
-import { imageToMake, isActiveVmmOf, isInstanceDestroyed, markDisksMade } from '../db/instances.js'
+import { imageToMake, isInstanceDestroyed } from '../db/instances.js'
 import { setMigrationTarget } from '../db/live-migrations.js'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
-import { applyReportToVmm, hostOfVmm, insertVmmWithReservation, lockVmm, readVmm, releaseReservation } from '../db/vmms.js'
+import { hostOfVmm, insertVmmWithReservation } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
 import { decisionKeys } from '../domain/decisions.js'
-import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import { applyInstanceChange, eventIdOf, readSnapshot, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
-
-export interface PlacementRequest {
-  operationId: string
-  vcpus: number
-  memoryMiB: number
-  /** The change that makes the new VMM the instance's active one (its event names VMM and host). */
-  change: InstanceChange
-  /** A change to record first, in the same transaction (the operation's start). */
-  before?: InstanceChange
-  /**
-   * Set when the VMM is a live migration's target: it is recorded as the migration's target and
-   * does not become the instance's active VMM (that happens at the commit point).
-   */
-  migrationTarget?: MigrationTarget
-}
-
-export interface MigrationTarget {
-  migrationId: string
-  /** The host the request named; null: any host but the source's. */
-  onlyHostId: string | null
-  excludeHostId: string
-}
-
-export type PlacementResult =
-  | { placed: true, vmmId: string, hostId: string, snapshot: InstanceSnapshot }
-  | { placed: false, code: 'NoCapacity' | 'InstanceDestroyed', reason: string, snapshot: InstanceSnapshot }
+import { applyInstanceChange, readSnapshot } from './instance-records.js'
 
 /** The ID of the VMM an operation places: named by its placement decision. */
 export function vmmIdOf (operationId: string): string {
@@ -124,51 +91,4 @@ async function snapshotOf (tx: PoolClient, instanceId: string): Promise<Instance
   const snapshot = await readSnapshot(tx, instanceId)
   if (snapshot === null) throw new Error(`instance ${instanceId} does not exist`)
   return snapshot
-}
-
-/**
- * Applies reports to their VMMs' records; returns each VMM's record as it now is (VMMs the
- * control plane does not know are left out).
- */
-export async function applyObservations (tx: PoolClient, instanceId: string, reports: VmmReport[]): Promise<VmmRecord[]> {
-  const records = new Map<string, VmmRecord>()
-  for (const report of reports) {
-    const vmm = await applyObservation(tx, instanceId, report)
-    if (vmm !== null) records.set(vmm.id, vmm)
-  }
-  return [...records.values()]
-}
-
-async function applyObservation (tx: PoolClient, instanceId: string, report: VmmReport): Promise<VmmRecord | null> {
-  const before = await lockVmm(tx, report.vmmId)
-  if (before === undefined) return null
-  const terminal = isTerminalVmmState(report.state)
-  const vmm = await applyReportToVmm(tx, report, terminal)
-  if (vmm === null) return await readVmm(tx, report.vmmId)
-  if (terminal) await releaseReservation(tx, vmm.id)
-  // A VMM runs only once its disks are made (host-agent/supervisor/vmm-devices.ts).
-  if (report.state === 'running') await markDisksMade(tx, instanceId)
-  if ((before.unresponsiveSince === null) !== (vmm.unresponsiveSince === null) && !terminal) {
-    await noteResponsiveness(tx, instanceId, vmm)
-  }
-  return vmm
-}
-
-/** Tells the instance's events when its active VMM's API stops or starts answering again. */
-async function noteResponsiveness (tx: PoolClient, instanceId: string, vmm: VmmRecord): Promise<void> {
-  if (!await isActiveVmmOf(tx, instanceId, vmm.id)) return
-  await appendEvent(tx, {
-    eventId: eventIdOf(decisionKeys.responsiveness(vmm.id, vmm.generation)),
-    instanceId,
-    kind: 'condition-changed',
-    vmmId: vmm.id,
-    message: vmm.unresponsiveSince !== null
-      ? `VMM API unresponsive since ${vmm.unresponsiveSince}; its process lives, and the state is unchanged`
-      : 'VMM API answers again'
-  })
-}
-
-/** Reports received while no change was due, recorded on their own. */
-export async function recordVmmObservations (pool: Pool, instanceId: string, reports: VmmReport[]): Promise<VmmRecord[]> {
-  return await inTransaction(pool, async (tx) => await applyObservations(tx, instanceId, reports))
 }

@@ -7,7 +7,7 @@
  * (activities/vmm-records.ts), then moved forward only, and never once it is over, so a late or
  * repeated step cannot undo a later one. The API reads it with its two VMMs, as one JSON value.
  */
-import type { Migration, MigrationStatus } from '../domain/migration.js'
+import type { Migration, MigrationRecordPhase } from '../domain/migration.js'
 import type { MigrateRequest } from '../domain/requests.js'
 import { MIGRATION_JOINS, MIGRATION_JSON, toMigration } from './rows.js'
 import type { PoolClient, Queryable } from './pool.js'
@@ -31,7 +31,7 @@ const MIGRATION_ORDER = "ARRAY['reserving', 'preparing', 'sending', 'committed',
 /** Moves the migration to `phase`, unless that is behind it or it is over. */
 export async function advanceMigration (
   tx: PoolClient,
-  step: { id: string, phase: MigrationStatus, reason?: string | null, cancelRequested?: boolean }
+  step: { id: string, phase: MigrationRecordPhase, reason?: string | null, cancelRequested?: boolean }
 ): Promise<void> {
   const over = ['succeeded', 'failed', 'cancelled', 'aborted'].includes(step.phase)
   await tx.query(
@@ -54,7 +54,7 @@ export async function setMigrationTarget (tx: PoolClient, migrationId: string, v
 }
 
 export interface MigrationRow {
-  phase: MigrationStatus
+  phase: MigrationRecordPhase
   reason: string | null
   cancelRequested: boolean
   sourceVmmId: string

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { SearchAttributeType } from '@temporalio/common'
 import { z } from 'zod'
-import { SEARCH_ATTRIBUTE_KEYS } from '../workflows/search-attributes.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../contract/search-attributes.js'
 import { waitFor, type WaitOptions } from './wait.js'
 
 const execFileAsync = promisify(execFile)

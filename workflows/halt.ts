@@ -29,13 +29,13 @@ import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } 
 import { decisionKeys } from '../domain/decisions.js'
 import type { HaltRequest } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
-import { agents } from './activities.js'
-import type { InstanceExecution } from './execution.js'
+import { agents } from './activity-proxies.js'
+import type { InstanceContext } from './instance-context.js'
 import { HALT_OF_DESTROYED_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
 /** `onWaiting`: called once the halt's operations are recorded started and it waits for the VMMs. */
-export async function halt (execution: InstanceExecution, onWaiting: () => void = () => {}): Promise<void> {
+export async function halt (execution: InstanceContext, onWaiting: () => void = () => {}): Promise<void> {
   if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
     await recordServed(execution, [...execution.halts.pending], 'done: the instance was already destroyed')
     return
@@ -72,7 +72,7 @@ export async function halt (execution: InstanceExecution, onWaiting: () => void 
 }
 
 /** Records each halt `served` succeeded, its message `<kind> <done>`, and takes it off the book. */
-async function recordServed (execution: InstanceExecution, served: HaltRequest[], done: string): Promise<void> {
+async function recordServed (execution: InstanceContext, served: HaltRequest[], done: string): Promise<void> {
   for (const request of served) {
     await execution.change({
       decision: decisionKeys.finished(request.operationId),
@@ -89,7 +89,7 @@ async function recordServed (execution: InstanceExecution, served: HaltRequest[]
  * recorded (which frees their space, addresses and MACs). The agent refusing is logged and left
  * to the reconciler, which reaps storage no live record owns; it never keeps a delete from ending.
  */
-async function releaseStorage (execution: InstanceExecution): Promise<void> {
+async function releaseStorage (execution: InstanceContext): Promise<void> {
   execution.enterPhase('releasing storage')
   try {
     const outcome = await agents.releaseInstanceStorage({ instanceId: execution.instance.id })
@@ -100,7 +100,7 @@ async function releaseStorage (execution: InstanceExecution): Promise<void> {
   }
 }
 
-function stoppingDetail (execution: InstanceExecution): string {
+function stoppingDetail (execution: InstanceContext): string {
   const deadline = execution.halts.deadline
   return deadline === null ? 'no deadline' : `VMM killed at ${new Date(deadline).toISOString()} unless the guest powers off first`
 }
@@ -110,7 +110,7 @@ function stoppingDetail (execution: InstanceExecution): string {
  * not graceful: a VMM killed (`StopForced`, naming the grace period or the operator), fenced with
  * its lost host (`HostLost`), or one that died on its own during the stop.
  */
-function describeEnd (execution: InstanceExecution, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
+function describeEnd (execution: InstanceContext, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
   if (vmms.length === 0) return { message: 'no VMM was running', error: null }
   const lost = vmms.find((v) => v.state === 'lost')
   if (lost !== undefined) {
@@ -129,7 +129,7 @@ function describeEnd (execution: InstanceExecution, vmms: VmmRecord[]): { messag
   return { message: 'guest powered off', error: null }
 }
 
-async function recordStarted (execution: InstanceExecution, started: Set<string>): Promise<void> {
+async function recordStarted (execution: InstanceContext, started: Set<string>): Promise<void> {
   for (const request of execution.halts.pending) {
     if (started.has(request.operationId)) continue
     started.add(request.operationId)
@@ -148,7 +148,7 @@ async function recordStarted (execution: InstanceExecution, started: Set<string>
   }
 }
 
-async function stopVmm (execution: InstanceExecution, vmm: VmmRecord): Promise<void> {
+async function stopVmm (execution: InstanceContext, vmm: VmmRecord): Promise<void> {
   const presses = new PowerButton(execution, vmm)
   try {
     for (;;) {
@@ -175,7 +175,7 @@ class PowerButton {
   refused = false
   private scope: CancellationScope | null = null
 
-  constructor (private readonly execution: InstanceExecution, private readonly vmm: VmmRecord) {}
+  constructor (private readonly execution: InstanceContext, private readonly vmm: VmmRecord) {}
 
   sendDeadline (deadline: number): void {
     if (this.sent === deadline) return

@@ -55,14 +55,14 @@
  * confirmed gone (omicron #8755, #11107).
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, patched } from '@temporalio/workflow'
-import type { RecordedMigration } from '../activities/instance-records.js'
+import type { RecordedMigration } from '../contract/records.js'
 import { decisionKeys } from '../domain/decisions.js'
-import { completionTimeoutMs, isMigrationOver, type MigrationStatus } from '../domain/migration.js'
+import { completionTimeoutMs, isMigrationOver, type MigrationRecordPhase } from '../domain/migration.js'
 import { vmmSpecOf } from '../domain/instance.js'
 import type { MigrateRequest } from '../domain/requests.js'
-import { isFinalPhase, isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
-import { agents, reads } from './activities.js'
-import type { ChangeInput, InstanceExecution } from './execution.js'
+import { isFinalHalfPhase, isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
+import { agents, reads } from './activity-proxies.js'
+import type { ChangeInput, InstanceContext } from './instance-context.js'
 import { MIGRATE_RESUMES_FROM_RECORD_PATCH, ONE_GUEST_ONE_PLACE_PATCH } from './patches.js'
 import { describeFailure } from './start.js'
 import { describeOnHost, destroyOnHost } from './vmm-actions.js'
@@ -79,7 +79,7 @@ const SOURCE_ACK_WAIT_MS = 2_000
 const SOURCE_SETTLE_WAIT_MS = 30_000
 
 interface Failure {
-  status: Extract<MigrationStatus, 'failed' | 'cancelled'>
+  status: Extract<MigrationRecordPhase, 'failed' | 'cancelled'>
   code: string
   message: string
 }
@@ -87,7 +87,7 @@ interface Failure {
 /** How the transfer ended: the target has the VM, or not (and why). */
 type Ending = { committed: true } | { committed: false, failure: Failure }
 
-export async function migrate (execution: InstanceExecution, request: MigrateRequest): Promise<void> {
+export async function migrate (execution: InstanceContext, request: MigrateRequest): Promise<void> {
   // A migration this operation recorded already (its execution reset, retried or continued as
   // new) resumes from its record: its source is the one it recorded, whatever is active now.
   const recorded = patched(MIGRATE_RESUMES_FROM_RECORD_PATCH) ? await reads.readMigration(request.operationId) : null
@@ -109,7 +109,7 @@ export async function migrate (execution: InstanceExecution, request: MigrateReq
 }
 
 /** Carries a recorded migration on to its end; one that ended has nothing left to do. */
-async function resume (execution: InstanceExecution, request: MigrateRequest, recorded: RecordedMigration): Promise<void> {
+async function resume (execution: InstanceContext, request: MigrateRequest, recorded: RecordedMigration): Promise<void> {
   if (isMigrationOver(recorded.phase)) return
   for (const vmm of [recorded.source, recorded.target]) if (vmm !== null) execution.remember(vmm)
   const migration = new Migration(execution, request, recorded.source, recorded.cancelRequested)
@@ -117,7 +117,7 @@ async function resume (execution: InstanceExecution, request: MigrateRequest, re
   else await migration.run()
 }
 
-async function refuse (execution: InstanceExecution, request: MigrateRequest, message: string): Promise<void> {
+async function refuse (execution: InstanceContext, request: MigrateRequest, message: string): Promise<void> {
   await execution.change({
     decision: decisionKeys.finished(request.operationId),
     kind: 'operation-finished',
@@ -145,7 +145,7 @@ class Migration {
 
   /** `cancelRecorded`: an earlier run of this operation recorded a cancel. */
   constructor (
-    private readonly execution: InstanceExecution,
+    private readonly execution: InstanceContext,
     private readonly request: MigrateRequest,
     private readonly source: VmmRecord,
     private readonly cancelRecorded = false
@@ -191,7 +191,7 @@ class Migration {
     })
   }
 
-  private async reserve (): ReturnType<InstanceExecution['placeVmm']> {
+  private async reserve (): ReturnType<InstanceContext['placeVmm']> {
     return await this.execution.placeVmm(this.request, undefined, {
       migrationId: this.id,
       onlyHostId: this.request.targetHostId ?? null,
@@ -456,7 +456,7 @@ class Migration {
       let failure: unknown = null
       const scope = new CancellationScope()
       scope.run(call).then(() => { answered = true }, (err: unknown) => { failure = err })
-      const over = (): boolean => this.execution.isGone(target.id) || isFinalPhase(this.half(target.id)?.phase ?? 'preparing')
+      const over = (): boolean => this.execution.isGone(target.id) || isFinalHalfPhase(this.half(target.id)?.phase ?? 'preparing')
       await this.execution.waitFor(() => answered || failure !== null || over())
       scope.cancel()
       if (failure !== null && !over()) throw failure
@@ -503,7 +503,7 @@ class Migration {
   }
 
   /** Records a step of the migration, with its event. */
-  private async step (name: string, phase: MigrationStatus, message: string, extra: Pick<ChangeInput, 'set' | 'vmmId'> & { cancelRequested?: boolean } = {}): Promise<void> {
+  private async step (name: string, phase: MigrationRecordPhase, message: string, extra: Pick<ChangeInput, 'set' | 'vmmId'> & { cancelRequested?: boolean } = {}): Promise<void> {
     const { cancelRequested, ...change } = extra
     await this.execution.change({
       decision: decisionKeys.migrationStep(this.id, name),

@@ -16,9 +16,10 @@
  * the performance benchmark, 800 running instances).
  */
 import { condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow'
+import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../contract/messages.js'
+import type { MonitorHostInput } from '../contract/workflows.js'
 import type { HostAnnouncement } from '../domain/host.js'
-import { agents, reads, records } from './activities.js'
-import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
+import { agents, reads, records } from './activity-proxies.js'
 
 const HISTORY_LIMIT = 200
 

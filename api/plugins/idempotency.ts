@@ -43,10 +43,12 @@ const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
 const CLAIM_LEASE_SECONDS = 10
 const CLAIM_RENEW_MS = 3000
 
+/** Makes the ID of something a request creates (`purpose` tells them apart): derived from its key, if any. */
+export type NewId = (purpose: string) => string
+
 declare module 'fastify' {
   interface FastifyRequest {
-    /** An ID for what this request creates (`purpose` tells them apart): derived from its key, if any. */
-    newId: (purpose: string) => string
+    newId: NewId
     idempotency: { key: string, hash: string } | null
   }
 }

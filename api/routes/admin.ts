@@ -5,9 +5,9 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
+import { RECONCILE_SCHEDULE_ID } from '../../contract/workflows.js'
 import { lastReconcilePasses } from '../../db/reconcile-passes.js'
-import { RECONCILE_SCHEDULE_ID } from '../../workflows/definitions.js'
-import { urlInteger } from '../../http/url-integer.js'
+import { urlInteger } from '../../domain/url-integer.js'
 
 const passSchema = z.object({
   id: z.uuid(),

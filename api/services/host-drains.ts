@@ -11,9 +11,10 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client'
 import { closeOpenDrain, openDrain, openDrainOf } from '../../db/drains.js'
 import { cordonForDrain, cordonHost, uncordonHost } from '../../db/hosts.js'
 import { inTransaction, type Pool } from '../../db/pool.js'
-import { WORKFLOW_TYPES, drainWorkflowId, stopDrainSignal, type DrainHostInput } from '../../workflows/definitions.js'
+import { stopDrainSignal } from '../../contract/messages.js'
+import { WORKFLOW_TYPES, drainWorkflowId, type DrainHostInput } from '../../contract/workflows.js'
 import { ApiProblem } from '../plugins/problem-details.js'
-import type { NewId } from './instance-requests.js'
+import type { NewId } from '../plugins/idempotency.js'
 
 interface Dependencies {
   db: Pool

@@ -40,14 +40,10 @@ import { verdictFor } from '../../domain/instance-rules.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { OperationKind } from '../../domain/operation.js'
 import { instanceWorkflowId } from '../../domain/ids.js'
-import {
-  WORKFLOW_TYPES,
-  cancelMigrationSignal,
-  haltRequestedSignal,
-  operationStart,
-  operationRequestedSignal
-} from '../../workflows/definitions.js'
+import { cancelMigrationSignal, haltRequestedSignal, operationRequestedSignal } from '../../contract/messages.js'
+import { WORKFLOW_TYPES, operationStart } from '../../contract/workflows.js'
 import type { CreateRequest, HaltRequest, HandoffRequest, NewInstance, OperationRequest } from '../../domain/requests.js'
+import type { NewId } from '../plugins/idempotency.js'
 import { ApiProblem, isDependencyUnavailable } from '../plugins/problem-details.js'
 import { insertProblemAnswer, resolveResources, type ResourcesInput } from './instance-resources.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
@@ -65,9 +61,6 @@ export interface Accepted {
  */
 const RECORD_PATIENCE_MS = 30_000
 const RECORD_RETRY_MS = 500
-
-/** Makes the ID of something a request creates (plugins/idempotency.ts). */
-export type NewId = (purpose: string) => string
 
 export interface CreateInput extends ResourcesInput {
   name: string

@@ -1,10 +1,6 @@
 /** The floor's activity: nothing but its round trip, and the report a host agent would send. */
 import type { Client } from '@temporalio/client'
-import { floorReportSignal } from './workflows.js'
-
-export interface FloorActivities {
-  ensure: (workflowId: string) => Promise<void>
-}
+import { floorReportSignal, type FloorActivities } from './contract.js'
 
 export function createFloorActivities (client: Client): FloorActivities {
   return {

@@ -4,10 +4,8 @@
  * agent's report that the VM runs), then completion. Its shape is fixed: it does not grow when
  * vmplane's does, so vmplane's figures beside it show what vmplane's own work costs.
  */
-import { condition, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow'
-import type { FloorActivities } from './activities.js'
-
-export const floorReportSignal = defineSignal('floorReport')
+import { condition, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow'
+import { floorReportSignal, type FloorActivities } from './contract.js'
 
 const { ensure } = proxyActivities<FloorActivities>({ startToCloseTimeout: '20 seconds' })
 

@@ -75,7 +75,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
-import { isFinalPhase, isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
+import { isFinalHalfPhase, isTerminalVmmState, type MigrationHalfPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -118,10 +118,10 @@ export interface MigrationSettings {
 }
 
 /** How far along its half each phase is: a half only moves to a later one. */
-const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
+const PHASE_RANK: Record<MigrationHalfPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
 
 /** The target's phase each receive event stands for. */
-const RECEIVE_EVENTS: Record<string, MigrationPhase | undefined> = {
+const RECEIVE_EVENTS: Record<string, MigrationHalfPhase | undefined> = {
   'migration-receive-ready': 'ready',
   'migration-receive-started': 'receiving',
   'migration-receive-finished': 'finished',
@@ -158,7 +158,7 @@ export class MigrationHalf {
   /** Whether the VMM has a half under way, which its events still move. */
   get inProgress (): boolean {
     const migration = this.vmm.record.migration
-    return migration !== null && !isFinalPhase(migration.phase)
+    return migration !== null && !isFinalHalfPhase(migration.phase)
   }
 
   /** A target that has not received its VM: its receive is under way, or failed and the VMM not yet killed. */
@@ -176,7 +176,7 @@ export class MigrationHalf {
   async onEvent (event: VmmEvent): Promise<void> {
     const migration = this.vmm.record.migration
     // A held source's migration is over as far as Cloud Hypervisor goes: the control plane decides the rest.
-    if (event.source !== 'vm' || migration === null || isFinalPhase(migration.phase) || migration.phase === 'held') return
+    if (event.source !== 'vm' || migration === null || isFinalHalfPhase(migration.phase) || migration.phase === 'held') return
     if (migration.role === 'target') {
       const phase = RECEIVE_EVENTS[event.event]
       if (phase === 'finished') await this.#finishReceive('migration-receive-finished')
@@ -236,7 +236,7 @@ export class MigrationHalf {
       const vmState = await this.#vmStateOnceFree(abort.signal)
       await this.vmm.catchUpEvents()
       const migration = this.vmm.record.migration
-      if (migration === null || isFinalPhase(migration.phase)) return
+      if (migration === null || isFinalHalfPhase(migration.phase)) return
       if (vmState === 'Running') {
         await this.#finishReceive('vm.info shows the VM running here')
       } else if (vmState === null && migration.phase === 'preparing') {
@@ -306,7 +306,7 @@ export class MigrationHalf {
   async #finishReceive (how: string): Promise<void> {
     const { record } = this.vmm
     const migration = record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     // A stop asked for meanwhile stands: the VMM stays `stopping`, and its presses resume.
     const running = record.state === 'starting' ? { state: 'running' as const, reason: `VM received by live migration ${migration.id} (${how}); it runs here now` } : {}
     await this.#end('finished', null, running)
@@ -316,7 +316,7 @@ export class MigrationHalf {
   /** The receive failed: the half is `failed` and the single-use target killed. */
   async #failReceive (why: string): Promise<void> {
     const migration = this.vmm.record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     await this.#end('failed', why)
     await this.vmm.killFor({ cause: 'migration-failed', reason: this.#failedReason(why) })
   }
@@ -363,7 +363,7 @@ export class MigrationHalf {
         return
       }
       if (record.state !== 'running') throw conflict(`cannot send VMM ${record.id}: it is ${record.state}`)
-      if (current !== null && !isFinalPhase(current.phase)) throw conflict(`VMM ${record.id} has migration ${current.id} in progress`)
+      if (current !== null && !isFinalHalfPhase(current.phase)) throw conflict(`VMM ${record.id} has migration ${current.id} in progress`)
       if (current?.role === 'source' && current.phase === 'finished') throw conflict(`VMM ${record.id} has sent its VM away (migration ${current.id})`)
       const outgoing: OutgoingMigration = { ...request, eventsFrom: await eventFileSize(this.vmm.eventsPath), accepted: false, downtimeBegan: false }
       await this.vmm.update({
@@ -487,7 +487,7 @@ export class MigrationHalf {
   // --- both --------------------------------------------------------------------------------
 
   /** Moves the half to a later phase that is not final. */
-  async #advance (migration: VmmMigration, phase: MigrationPhase): Promise<void> {
+  async #advance (migration: VmmMigration, phase: MigrationHalfPhase): Promise<void> {
     if (PHASE_RANK[phase] <= PHASE_RANK[migration.phase]) return
     await this.vmm.update({ migration: { ...migration, phase, progressAt: now() } })
     if (phase === 'ready') crashPoint('agent.migration.after-receive')
@@ -499,7 +499,7 @@ export class MigrationHalf {
    */
   async #end (phase: 'finished' | 'failed', why: string | null, changes: Partial<AgentVmmRecord> = {}, outcome: MigrationOutcome = phase): Promise<void> {
     const migration = this.vmm.record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     await this.vmm.update({ ...changes, migration: { ...migration, phase, progressAt: now(), reason: why } })
     this.settings.onEnded(migration.role, outcome)
     if (migration.receiverUrl !== null) await this.settings.transport.clear(migration.receiverUrl)

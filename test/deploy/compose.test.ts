@@ -15,7 +15,7 @@ import { composeBalancerConfig } from '../../stack/api-balancer.js'
 import { HISTORY_SHARDS } from '../../stack/temporal-cluster.js'
 import { TEMPORAL_DATABASES } from '../../stack/temporal-schemas.js'
 import { pinnedVersions } from '../../scripts/tools/go-tools.js'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../contract/search-attributes.js'
 import { findCompose, type ComposeCommand } from '../../scripts/tools/compose.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 

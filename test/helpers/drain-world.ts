@@ -6,11 +6,11 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'
-import type { DrainProgress, InstanceOnHost } from '../../activities/drains.js'
+import type { DrainProgress, InstanceOnHost } from '../../contract/activities.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { MigrateRequest } from '../../domain/requests.js'
 import { isTerminalVmmState, type VmmState } from '../../domain/vmm.js'
-import { drainWorkflowId, type DrainHostInput } from '../../workflows/definitions.js'
+import { drainWorkflowId, type DrainHostInput } from '../../contract/workflows.js'
 
 interface DrainInstance {
   id: string

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { launchStack, type LaunchedStack, type StackOptions } from './launcher.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
-export { api, freePorts, type ApiResponse, type ComponentName } from './launcher.js'
+export { api, freePorts, type ApiResponse } from './launcher.js'
 export type TestStack = LaunchedStack
 
 /**

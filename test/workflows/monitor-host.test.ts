@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { hostWorkflowId } from '../../domain/ids.js'
-import type { MonitorHostInput } from '../../workflows/definitions.js'
+import type { MonitorHostInput } from '../../contract/workflows.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
 
 const TASK_QUEUE = 'monitor-host-test'

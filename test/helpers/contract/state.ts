@@ -5,7 +5,7 @@
  * reconciler's passes change on their own, and are left out.
  */
 import pg from 'pg'
-import { HostAgentClient } from '../../../activities/host-agent-client.js'
+import { HostAgentClient } from '../../../http/host-agent-client.js'
 import { findVmmProcesses } from '../../../stack/processes.js'
 import type { TestStack } from '../stack.js'
 

@@ -12,7 +12,7 @@ import { defaultPayloadConverter, SearchAttributeType } from '@temporalio/common
 import { freePorts } from '../../helpers/launcher.js'
 import { waitForTemporal } from '../../../stack/temporal.js'
 import { REPO_ROOT, TOOLS_BIN_DIR } from '../../../scripts/tools/paths.js'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../../workflows/search-attributes.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../../contract/search-attributes.js'
 
 const TEMPORAL_CLI = process.env.TEMPORAL_CLI ?? join(TOOLS_BIN_DIR, 'temporal')
 

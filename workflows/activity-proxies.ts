@@ -28,7 +28,7 @@ import {
   type ActivityInterfaceFor,
   type ActivityOptions
 } from '@temporalio/workflow'
-import type { Activities } from '../activities/index.js'
+import type { Activities } from '../contract/activities.js'
 import { NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { GROWING_SERIES_PATCH, SERIES_OUT_OF_TIME_PATCH } from './patches.js'
 

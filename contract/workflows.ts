@@ -1,17 +1,20 @@
 /**
- * The contract between vmplane's workflows and everyone who starts or signals them: the API,
- * the host agents and operators with `temporal`/`tctl`. Signal and query names are part of the
- * operator interface; renaming one breaks runbooks.
+ * The contract between vmplane's workflows and everyone who starts them: the API, the activities
+ * (a drain's migrations, the reconciler's re-drives and reports), the host agents and operators
+ * with `temporal`/`tctl`. Workflow type names, the options every starter uses, the workflows'
+ * inputs and IDs; the messages they take are in messages.ts. Renaming a type breaks runbooks and
+ * running executions.
  *
- * This module holds definitions only, so clients can import it without pulling in workflow code.
+ * Definitions only (docs/design.md §2): clients import it without pulling in workflow code, and
+ * workflow code imports it, so it stays deterministic.
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow'
 import type { HostAnnouncement } from '../domain/host.js'
 import type { InstanceState } from '../domain/instance.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import type { OperationKind } from '../domain/operation.js'
-import type { HaltRequest, HandoffRequest, OperationRequest } from '../domain/requests.js'
+import type { OperationRequest } from '../domain/requests.js'
 import type { VmmReport } from '../domain/vmm.js'
+import { vmmReportSignal } from './messages.js'
 import { HostIdKey, InstanceIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 
 /** Workflow type names, as the API and the agents start them. */
@@ -73,9 +76,6 @@ function summaryOf (request: OperationRequest, name: string): string {
   }
 }
 
-/** A host agent reports a VMM's state; the instance's running workflow consumes it. */
-export const vmmReportSignal = defineSignal<[VmmReport]>('vmmReport')
-
 /**
  * The options of the `signalWithStart` that delivers a report: to whatever execution holds the
  * instance's workflow ID, or to a new `applyVmmReports` execution if none does.
@@ -96,61 +96,6 @@ export function reportDelivery (report: VmmReport, taskQueue: string) {
     ]
   }
 }
-
-/**
- * A stop or delete, delivered with signalWithStart: whatever execution runs for the instance
- * receives it and switches to the stop path (preemption), so a stop never waits behind a start.
- */
-export const haltRequestedSignal = defineSignal<[HaltRequest]>('haltRequested')
-
-/**
- * A start, reboot or migrate handed to the execution that is applying host reports, which runs it
- * next (by continuing as new) instead of making the user's request fail with a conflict.
- */
-export const operationRequestedSignal = defineSignal<[HandoffRequest]>('operationRequested')
-
-/**
- * Cancel the instance's live migration before its commit point (workflows/migrate.ts): its
- * target is killed and the VM stays on the source. Too late once the target has the VM: the
- * migration then completes. Ignored when the named migration is not the one running.
- */
-export const cancelMigrationSignal = defineSignal<[{ migrationId: string, requestedBy: string }]>('cancelMigration')
-
-/**
- * Operator: stop the instance now, killing its VMM without waiting for the guest. A stop with a
- * grace period of 0, whatever the instance is doing. Send it with
- * `temporal workflow signal -w instance-<id> --name forceStop` to a running execution, or with
- * `temporal workflow signal-with-start … --type applyVmmReports` when none runs.
- */
-export const forceStopSignal = defineSignal<[{ reason?: string }?]>('forceStop')
-
-/**
- * Operator: the host is gone for good (or must be treated so). Its VMMs become `lost`, which
- * fences them: their instances may start elsewhere at once, a stop in progress completes, and
- * the host's agent, if it is ever heard from again, is made to kill them (I6).
- */
-export const declareHostLostSignal = defineSignal<[{ hostId: string }]>('declareHostLost')
-
-/** Operator, on `host-<id>`: take a lost host back once its agent has killed every fenced VMM. */
-export const readmitHostSignal = defineSignal('readmitHost')
-
-/** What an operator sees with `temporal workflow query --name state`. */
-export interface InstanceWorkflowState {
-  instanceId: string
-  /** The operation this execution is running, or `reports` when it only applies host reports. */
-  operation: OperationKind | 'reports'
-  operationId: string | null
-  state: InstanceState | null
-  phase: string
-  vmmId: string | null
-  hostId: string | null
-  stopDeadline: string | null
-  pendingReports: number
-}
-export const stateQuery = defineQuery<InstanceWorkflowState>('state')
-
-/** A host agent's heartbeat; it also registers the host on first contact. */
-export const hostHeartbeatSignal = defineSignal<[HostAnnouncement]>('hostHeartbeat')
 
 export interface MonitorHostInput {
   hostId: string
@@ -184,6 +129,3 @@ export interface DrainState {
   gaveUp: string[]
   lastError: string | null
 }
-
-/** Operator, on `drain-<hostId>`: stop draining. The API sends it when the host is uncordoned. */
-export const stopDrainSignal = defineSignal('stopDrain')

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
-import { HostAgentClient } from '../../../activities/host-agent-client.js'
+import { HostAgentClient } from '../../../http/host-agent-client.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES, type ErrorClass } from '../../../domain/errors.js'
 
 const VMM = '00000000-0000-4000-8000-000000000001'
@@ -48,7 +48,7 @@ describe('host agent client error classes', () => {
   }
 
   const json = (body: object) => JSON.stringify(body)
-  /** Whether the activities' retry policies retry a failure of this class (workflows/activities.ts). */
+  /** Whether the activities' retry policies retry a failure of this class (workflows/activity-proxies.ts). */
   const retried = (errorClass: string) => !(NON_RETRYABLE_ERROR_CLASSES as string[]).includes(errorClass)
 
   it('a refusal (400, 409) is InvalidRequest, with the agent’s message', async () => {

@@ -2,7 +2,8 @@
  * A whole number read from a URL (a query value, a path parameter), documented as the integer it
  * is. Only digits are read as a number: an empty value (`?wait=`, `?wait`), a sign, a space or a
  * typo is refused naming the parameter, never read as 0, so a slip cannot turn a stop with a grace
- * period into "kill now".
+ * period into "kill now". The API's schemas and the host agent's (domain/host-agent-api.ts) both
+ * read URLs with it.
  */
 import { z } from 'zod'
 
