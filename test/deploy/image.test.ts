@@ -16,7 +16,7 @@ import { promisify } from 'node:util'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
 /** What runs in production: the processes, the CLI, and what they import. */
-const PRODUCT_FOLDERS = ['activities', 'api', 'bin', 'cli', 'config', 'db', 'domain', 'faults', 'host-agent', 'http', 'log', 'worker', 'workflows']
+const PRODUCT_FOLDERS = ['activities', 'api', 'bin', 'cli', 'config', 'contract', 'db', 'domain', 'faults', 'host-agent', 'http', 'log', 'worker', 'workflows']
 const BUILD_CONFIG = 'tsconfig.build.json'
 /** Dependencies the product needs though none of its files imports them, and why. */
 const NEEDED_WITHOUT_IMPORT: Record<string, string> = {
