@@ -12,6 +12,7 @@ import type { OperationSettings } from '../../activities/index.js'
 import type { ChangeResult, InstanceChange, InstanceSnapshot, RecordedMigration } from '../../activities/instance-records.js'
 import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
 import type { MigrationHalfInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { HostAnnouncement, HostStatus } from '../../domain/host.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
 import { MIGRATION_STATUSES, type MigrationStatus } from '../../domain/migration.js'
@@ -42,7 +43,10 @@ export class WorkflowWorld {
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** Each migration's phases, in the order they were recorded, and its target. */
   readonly migrations = new Map<string, { phases: MigrationStatus[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
-  /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
+  /**
+   * What host monitors asked for, in order: `heartbeat <host>`, `unreachable <host> since <time>`,
+   * `lost <host>`, `fence <host>`, `readmit <host>`.
+   */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
@@ -274,10 +278,18 @@ export class WorkflowWorld {
       pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
       rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
       declareHostLost: async (hostId: string, byInstanceId: string | null) => await this.declareHostLost(hostId, byInstanceId),
-      readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
-      recordHostHeartbeat: async () => 'active',
-      markHostUnreachable: async () => {},
-      fenceLostVmms: async () => 0,
+      readmitHost: async (hostId: string) => {
+        this.hostActions.push(`readmit ${hostId}`)
+        this.lostHosts.delete(hostId)
+        return true
+      },
+      // As activities/host-records.ts answers: a lost host stays lost whatever its agent says.
+      recordHostHeartbeat: async (announcement: HostAnnouncement): Promise<HostStatus> => {
+        this.hostActions.push(`heartbeat ${announcement.hostId}`)
+        return this.lostHosts.has(announcement.hostId) ? 'lost' : 'active'
+      },
+      markHostUnreachable: async (hostId: string, lastHeardAt: string | null) => { this.hostActions.push(`unreachable ${hostId} since ${lastHeardAt ?? 'never'}`) },
+      fenceLostVmms: async (hostId: string) => { this.hostActions.push(`fence ${hostId}`); return 0 },
       releaseInstanceStorage: async ({ instanceId }: { instanceId: string }) => {
         const snapshot = this.snapshot(instanceId)!
         this.storageReleases.push({ instanceId, liveVmms: snapshot.liveVmms.length, state: snapshot.instance.state })
