@@ -5,7 +5,7 @@
  * the operation's NOTIFY, its verdicts made on the new state).
  */
 import { randomUUID } from 'node:crypto'
-import type { Pool } from '../../db/pool.js'
+import { inTransaction, type Pool } from '../../db/pool.js'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import type { TemporalStub } from './temporal-stub.js'
 
@@ -14,10 +14,14 @@ import type { TemporalStub } from './temporal-stub.js'
  * `hostId` when it runs), and its execution ends with them.
  */
 export async function endOperations (db: Pool, temporal: TemporalStub, instanceId: string, state: 'running' | 'stopped', hostId = 'host-1'): Promise<void> {
-  await db.query("UPDATE operations SET status = 'succeeded', finished_at = now() WHERE instance_id = $1 AND finished_at IS NULL", [instanceId])
-  const vmm = state === 'running' ? randomUUID() : null
-  if (vmm !== null) await db.query("INSERT INTO vmms (id, instance_id, host_id, state) VALUES ($1, $2, $3, 'running')", [vmm, instanceId, hostId])
-  await db.query('UPDATE instances SET state = $2, active_vmm_id = $3 WHERE id = $1', [instanceId, state, vmm])
+  // In one transaction, as an execution's change is: a waiter woken by the operation's end reads
+  // the instance's new state with it.
+  await inTransaction(db, async (tx) => {
+    const vmm = state === 'running' ? randomUUID() : null
+    if (vmm !== null) await tx.query("INSERT INTO vmms (id, instance_id, host_id, state) VALUES ($1, $2, $3, 'running')", [vmm, instanceId, hostId])
+    await tx.query('UPDATE instances SET state = $2, active_vmm_id = $3 WHERE id = $1', [instanceId, state, vmm])
+    await tx.query("UPDATE operations SET status = 'succeeded', finished_at = now() WHERE instance_id = $1 AND finished_at IS NULL", [instanceId])
+  })
   temporal.release(instanceWorkflowId(instanceId))
 }
 
