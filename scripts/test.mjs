@@ -4,10 +4,13 @@
  * mtools and iproute2, the stacks' nftables, HAProxy for the API replicas' stack, libfaketime for
  * the agents whose clock is skewed, Docker Compose, Temporal's server, schema tool and UI server
  * for the cluster shape's test, Chromium: building or installing them the first time takes
- * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
- * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
- * the fault matrix. Every folder runs even when an earlier one failed; the exit status is
- * non-zero if anything did. Reports and the stacks' logs go to test-output/.
+ * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests
+ * with Node's test runner, folder by folder: unit first, then any other folder, then host-agent,
+ * stack, integration and the fault matrix. The fast layer's folders (`SIDE_BY_SIDE`: no stack, no host's network, no
+ * fixed port or directory; each file's PostgreSQL and Temporal dev server take free ports and
+ * temporary directories of their own) run two files at a time; every other folder one file at a
+ * time. Every folder runs even when an earlier one failed; the exit status is non-zero if
+ * anything did. Reports and the stacks' logs go to test-output/.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
@@ -17,6 +20,8 @@ const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
 const OUTPUT = join(REPO_ROOT, 'test-output')
 const FIRST = ['unit']
 const LAST = ['host-agent', 'stack', 'integration', 'faults']
+/** Folders whose files may run two at a time: what each starts is its own (see above). */
+const SIDE_BY_SIDE = ['unit', 'activities', 'api', 'db', 'workflows', 'replay']
 
 ensureInstalled()
 ensureBuilt()
@@ -61,10 +66,11 @@ const totals = { passed: 0, failed: 0, skipped: 0 }
 for (const folder of testFolders()) {
   const files = testFiles(folder)
   if (files.length === 0) continue
-  console.log(`\n# ${folder}: ${files.length} test file(s)`)
+  const concurrency = SIDE_BY_SIDE.includes(folder) ? 2 : 1
+  console.log(`\n# ${folder}: ${files.length} test file(s), ${concurrency} at a time`)
   const tap = join(OUTPUT, `${folder}.tap`)
   const status = run(process.execPath, [
-    '--test', '--test-concurrency=1',
+    '--test', `--test-concurrency=${concurrency}`,
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     '--test-reporter=tap', `--test-reporter-destination=${tap}`,
     ...files

@@ -2,13 +2,16 @@
  * The API in process, for `inject` tests: the server exactly as `vmplane api` builds it
  * (api/server.ts) over a real PostgreSQL of its own (helpers/database.ts), with a Temporal
  * address nobody listens on. The Temporal client is lazy, so what these tests send (requests the
- * API must refuse, and its document) never needs Temporal. Call `stop()` in an `after` hook.
+ * API must refuse, and its document) never needs Temporal; tests of what the API accepts give it
+ * a `TemporalStub` (helpers/temporal-stub.ts), which answers in Temporal's place and records what
+ * the API asked. Call `stop()` in an `after` hook.
  */
 import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import { apiConfig } from '../../config/index.js'
 import { buildServer } from '../../api/server.js'
 import { startDatabase, type TestDatabase } from './database.js'
+import type { TemporalStub } from './temporal-stub.js'
 
 export const OPERATOR_TOKEN = 'operator-token-for-inject-tests'
 export const VIEWER_TOKEN = 'viewer-token-for-inject-tests'
@@ -24,6 +27,8 @@ export interface InProcessApiOptions {
   database?: TestDatabase
   /** More settings (VMPLANE_API_RATE_LIMIT, say). */
   env?: Record<string, string>
+  /** Answers in Temporal's place: the API's starts and signals go to it. */
+  temporal?: TemporalStub
 }
 
 export async function startInProcessApi (options: InProcessApiOptions = {}): Promise<InProcessApi> {
@@ -36,6 +41,10 @@ export async function startInProcessApi (options: InProcessApiOptions = {}): Pro
     ...options.env
   })
   const server = await buildServer(config, pino({ level: 'silent' }))
+  const stub = options.temporal
+  // The client is a decorator of the app's own context, which the root does not see: the stub is
+  // installed on it as requests reach the routes that hold it.
+  if (stub !== undefined) server.addHook('onRequest', async (request) => { stub.install(request.server.temporal) })
   await server.ready()
   return {
     server,

@@ -10,6 +10,7 @@ import type { Client } from '@temporalio/client'
 import { ApplicationFailure } from '@temporalio/activity'
 import type { EnsureVmmInput, MigrationHalfInput, OperationSettings, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../contract/activities.js'
 import type { ChangeResult, InstanceChange, InstanceSnapshot, PlacementRequest, PlacementResult, RecordedMigration } from '../../contract/records.js'
+import type { HostAnnouncement, HostStatus } from '../../domain/host.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
 import { MIGRATION_RECORD_PHASES, type MigrationRecordPhase } from '../../domain/migration.js'
@@ -40,7 +41,10 @@ export class WorkflowWorld {
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** Each migration's phases, in the order they were recorded, and its target. */
   readonly migrations = new Map<string, { phases: MigrationRecordPhase[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
-  /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
+  /**
+   * What host monitors asked for, in order: `heartbeat <host>`, `unreachable <host> since <time>`,
+   * `lost <host>`, `fence <host>`, `readmit <host>`.
+   */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
@@ -272,10 +276,18 @@ export class WorkflowWorld {
       pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
       rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
       declareHostLost: async (hostId: string, byInstanceId: string | null) => await this.declareHostLost(hostId, byInstanceId),
-      readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
-      recordHostHeartbeat: async () => 'active',
-      markHostUnreachable: async () => {},
-      fenceLostVmms: async () => 0,
+      readmitHost: async (hostId: string) => {
+        this.hostActions.push(`readmit ${hostId}`)
+        this.lostHosts.delete(hostId)
+        return true
+      },
+      // As activities/host-records.ts answers: a lost host stays lost whatever its agent says.
+      recordHostHeartbeat: async (announcement: HostAnnouncement): Promise<HostStatus> => {
+        this.hostActions.push(`heartbeat ${announcement.hostId}`)
+        return this.lostHosts.has(announcement.hostId) ? 'lost' : 'active'
+      },
+      markHostUnreachable: async (hostId: string, lastHeardAt: string | null) => { this.hostActions.push(`unreachable ${hostId} since ${lastHeardAt ?? 'never'}`) },
+      fenceLostVmms: async (hostId: string) => { this.hostActions.push(`fence ${hostId}`); return 0 },
       releaseInstanceStorage: async ({ instanceId }: { instanceId: string }) => {
         const snapshot = this.snapshot(instanceId)!
         this.storageReleases.push({ instanceId, liveVmms: snapshot.liveVmms.length, state: snapshot.instance.state })
