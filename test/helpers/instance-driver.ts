@@ -8,7 +8,8 @@
 import { randomUUID } from 'node:crypto'
 import type { WorkflowHandle } from '@temporalio/client'
 import type { CreateRequest, HaltRequest, HandoffRequest, NewInstance } from '../../domain/requests.js'
-import { WORKFLOW_TYPES, haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
+import { haltRequestedSignal } from '../../contract/messages.js'
+import { WORKFLOW_TYPES, operationStart, reportDelivery } from '../../contract/workflows.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from './workflow-environment.js'
 import { newInstanceSpec, requestBase, until, type WorkflowWorld } from './workflow-world.js'
 

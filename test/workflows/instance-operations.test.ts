@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { RebootRequest, StartRequest } from '../../domain/requests.js'
-import { forceStopSignal } from '../../workflows/definitions.js'
+import { forceStopSignal } from '../../contract/messages.js'
 import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
 import { requestBase, TEST_SETTINGS, type WorkflowWorld } from '../helpers/workflow-world.js'
 

@@ -46,8 +46,6 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
 
   it('marks a host never heard from unreachable since never; records each heartbeat; silent past the threshold again, marks it unreachable once, from when it was last heard', async () => {
     const handle = await monitor('host-a')
-    // Heartbeats go once the monitor waits: one that comes with its start is taken as heard but
-    // not recorded (monitor-host.ts reads `heardAt` after the buffered signal has set it).
     await heardSaying('host-a', 'unreachable')
     await handle.signal(hostHeartbeatSignal, announcement('host-a'))
     await heardSaying('host-a', 'heartbeat')
@@ -60,6 +58,19 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
     assert.deepEqual(actions.map((a) => a.split(' ')[0]), ['unreachable', 'heartbeat', 'unreachable', 'heartbeat'])
     assert.equal(actions[0], 'unreachable since never')
     assert.match(actions[2]!, /^unreachable since \d{4}-\d\d-\d\dT/, 'since its heartbeat, not since never')
+    await handle.terminate('the test is done')
+  })
+
+  it('records the heartbeat that starts its monitor (an agent\'s signalWithStart) without waiting for the next', async () => {
+    const handle = await env.client.workflow.signalWithStart('monitorHost', {
+      taskQueue: TASK_QUEUE,
+      workflowId: hostWorkflowId('host-s'),
+      args: [{ hostId: 'host-s', lastAnnouncement: null }],
+      signal: hostHeartbeatSignal,
+      signalArgs: [announcement('host-s')]
+    })
+    await heardSaying('host-s', 'heartbeat')
+    assert.deepEqual(actionsOf('host-s'), ['heartbeat'], 'recorded at once, never marked unreachable first')
     await handle.terminate('the test is done')
   })
 

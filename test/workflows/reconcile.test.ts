@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
-import type { DriftedInstance, HostReconciliation, ReconcilePass } from '../../activities/reconciler.js'
+import type { DriftedInstance, HostReconciliation, ReconcilePass } from '../../contract/activities.js'
 import type { ReconcileSummary } from '../../workflows/reconcile.js'
 import { startWorkerEnvironment, type WorkerEnvironment } from '../helpers/workflow-environment.js'
 
