@@ -33,8 +33,27 @@ export interface InProcessApiOptions {
 
 export async function startInProcessApi (options: InProcessApiOptions = {}): Promise<InProcessApi> {
   const database = options.database ?? await startDatabase()
+  let server: InProcessApi['server']
+  try {
+    server = await startServer(database.databaseUrl, options)
+  } catch (error) {
+    // A database this call started is stopped with the failure, never left running behind it.
+    if (options.database === undefined) await database.stop()
+    throw error
+  }
+  return {
+    server,
+    database,
+    async stop () {
+      await server.close()
+      if (options.database === undefined) await database.stop()
+    }
+  }
+}
+
+async function startServer (databaseUrl: string, options: InProcessApiOptions): Promise<InProcessApi['server']> {
   const config = apiConfig({
-    DATABASE_URL: database.databaseUrl,
+    DATABASE_URL: databaseUrl,
     VMPLANE_API_TOKEN: OPERATOR_TOKEN,
     VMPLANE_API_VIEWER_TOKEN: VIEWER_TOKEN,
     VMPLANE_TEMPORAL_ADDRESS: '127.0.0.1:1',
@@ -46,12 +65,5 @@ export async function startInProcessApi (options: InProcessApiOptions = {}): Pro
   // installed on it as requests reach the routes that hold it.
   if (stub !== undefined) server.addHook('onRequest', async (request) => { stub.install(request.server.temporal) })
   await server.ready()
-  return {
-    server,
-    database,
-    async stop () {
-      await server.close()
-      if (options.database === undefined) await database.stop()
-    }
-  }
+  return server
 }
