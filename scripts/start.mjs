@@ -17,7 +17,7 @@ ensureInstalled()
 ensureBuilt()
 // The host agents make disks, seeds and TAPs, and the stack its hosts' LAN, with Debian's tools;
 // installed here if missing.
-const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
+const { ensureHostTools } = await import('../dist/stack/host-tools.js')
 await ensureHostTools({ log: console.log })
 
 const stack = spawn(process.execPath, ['dist/stack/dev-stack.js'], { cwd: REPO_ROOT, stdio: 'inherit' })

@@ -44,7 +44,7 @@ const failures = []
 // the other tests still run.
 const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
 const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
-const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
+const { ensureHostTools } = await import('../dist/stack/host-tools.js')
 const { ensureHaproxy } = await import('../dist/scripts/tools/haproxy.js')
 const { ensureLibfaketime } = await import('../dist/scripts/tools/faketime.js')
 for (const [tool, ensure] of [

@@ -31,7 +31,7 @@ import { missingHostTools, withSbin, type HostTool } from '../host-agent/host-to
 import { runCommand } from '../host-agent/process/command.js'
 import { listNamespaces, removeHostNetworks, stackPrefix, stackPrefixOf } from './host-network.js'
 
-/** What the LAN is made with besides iproute2 (`npm start` and `npm test` install it: scripts/tools/host-tools.ts). */
+/** What the LAN is made with besides iproute2 (`npm start` and `npm test` install it: stack/host-tools.ts). */
 export const LAN_TOOLS: readonly HostTool[] = [{ command: 'nft', debianPackage: 'nftables' }]
 
 /** RFC 2544's benchmarking range: 512 subnets of 256 addresses. */

@@ -4,7 +4,7 @@
  * `temporal workflow show --output json` writes it) into test/replay/histories, one file per
  * execution, `<workflowType>-<runId>.json`.
  *
- *   node dist/scripts/record-histories.js <data-dir of a running dev stack> [path …]
+ *   node dist/test/replay/record-histories.js <data-dir of a running dev stack> [path …]
  *
  * The stack needs at least two hosts, for the migrations; three (`VMPLANE_HOSTS=3`) give a drain
  * two hosts to move to. Each path is a function below, run in turn on instances of its own; it
@@ -20,15 +20,15 @@ import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Client, Connection } from '@temporalio/client'
-import { instanceWorkflowId, hostWorkflowId } from '../domain/ids.js'
-import { forceStopSignal } from '../contract/messages.js'
-import { drainWorkflowId } from '../contract/workflows.js'
-import { readStackFile } from '../stack/stack-file.js'
-import { stackPaths } from '../stack/data-dir.js'
-import { STAND_IN_BASE_IMAGE } from '../stack/hypervisor.js'
-import { waitFor } from '../stack/wait.js'
-import { REPO_ROOT } from './tools/paths.js'
-import { ensureTemporalTools } from './tools/temporal-tools.js'
+import { instanceWorkflowId, hostWorkflowId } from '../../domain/ids.js'
+import { forceStopSignal } from '../../contract/messages.js'
+import { drainWorkflowId } from '../../contract/workflows.js'
+import { readStackFile } from '../../stack/stack-file.js'
+import { stackPaths } from '../../stack/data-dir.js'
+import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
+import { waitFor } from '../../stack/wait.js'
+import { REPO_ROOT } from '../../scripts/tools/paths.js'
+import { ensureTemporalTools } from '../../scripts/tools/temporal-tools.js'
 
 const HISTORIES = join(REPO_ROOT, 'test', 'replay', 'histories')
 /** A migration slow enough to be cancelled or stopped while it sends: about 4 s of precopy for 256 MiB. */

@@ -1,12 +1,12 @@
 /**
- * The host agent's tools (host-agent/host-tools.ts: qemu-img, dosfstools, mtools, iproute2,
- * setpriv) and the dev stack's network's (nftables, stack/stack-lan.ts), installed
- * with apt-get when one is missing. `npm start` and `npm test` call `ensureHostTools()` before
- * anything starts an agent; once they are there, each run only pays for a lookup on PATH.
+ * The tools a dev stack's hosts need (host-agent/host-tools.ts: qemu-img, dosfstools, mtools,
+ * iproute2, setpriv) and its network's (nftables, stack-lan.ts), installed with apt-get when one
+ * is missing. `npm start` and `npm test` call `ensureHostTools()` before anything starts an agent;
+ * once they are there, each run only pays for a lookup on PATH.
  */
-import { HOST_TOOLS, missingHostTools, withSbin } from '../../host-agent/host-tools.js'
-import { LAN_TOOLS } from '../../stack/stack-lan.js'
-import { installDebianPackages } from './debian-packages.js'
+import { HOST_TOOLS, missingHostTools, withSbin } from '../host-agent/host-tools.js'
+import { installDebianPackages } from '../scripts/tools/debian-packages.js'
+import { LAN_TOOLS } from './stack-lan.js'
 
 const TOOLS = [...HOST_TOOLS, ...LAN_TOOLS]
 
