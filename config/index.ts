@@ -9,7 +9,7 @@
 import { cpus, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
-import { DEFAULT_STOP_GRACE_SECONDS } from '../domain/limits.js'
+import { DEFAULT_STOP_GRACE_SECONDS, HISTORY_LIMITS } from '../domain/limits.js'
 
 export type Env = Record<string, string | undefined>
 
@@ -193,13 +193,8 @@ export function workerConfig (env: Env = process.env) {
       completionMsPerGiB: w.VMPLANE_MIGRATION_SECONDS_PER_GIB * 1000,
       downtimeMs: w.VMPLANE_MIGRATION_DOWNTIME_MS
     },
-    /**
-     * When a halt continues as new (workflows/execution.ts): once Temporal suggests it or its
-     * history reaches this many events, well below Temporal's limits (51,200 events, 10,000
-     * signals), and only once the run has added this many while the halt waited, so a run that
-     * continues as new never does so again at once.
-     */
-    history: { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 },
+    /** When a halt continues as new (domain/limits.ts). */
+    history: { ...HISTORY_LIMITS },
     /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
     metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),

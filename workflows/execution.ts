@@ -73,6 +73,7 @@ import { WORKFLOW_TYPES } from '../contract/workflows.js'
 import { decisionKeys } from '../domain/decisions.js'
 import type { Instance } from '../domain/instance.js'
 import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
+import { HISTORY_LIMITS } from '../domain/limits.js'
 import type { OperationKind } from '../domain/operation.js'
 import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest, StartRequest } from '../domain/requests.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
@@ -513,7 +514,7 @@ export class InstanceExecution implements InstanceContext {
     const scope = new CancellationScope()
     let tooLong = false
     const watch = new CancellationScope()
-    const limits = this.settings.history ?? DEFAULT_HISTORY_LIMITS
+    const limits = this.settings.history ?? HISTORY_LIMITS
     // What the run adds while the halt waits counts, not what it took to begin it (a run that
     // carries many halts records each one's start again).
     let waitingSince: number | null = null
@@ -585,9 +586,6 @@ export class InstanceExecution implements InstanceContext {
     showInSearch([{ key: OperationKey, value: operation.kind }])
   }
 }
-
-/** For settings recorded before they named them: the values of config/index.ts `history`. */
-const DEFAULT_HISTORY_LIMITS: HistoryLimits = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 }
 
 /** Whether a run is to continue as new: its history is long, and it grew by enough since `began`. */
 function historyIsLong (limits: HistoryLimits, began: number): boolean {

@@ -1,7 +1,7 @@
 /**
  * What the API does with the requests it accepts (api/services/instance-requests.ts,
  * host-drains.ts): each one is the workflow start or signal the contract names
- * (workflows/definitions.ts), under the instance's workflow ID, with the request as its argument,
+ * (contract/workflows.ts), under the instance's workflow ID, with the request as its argument,
  * and the operation's row, which names the run that has it. A create, start, reboot and migrate
  * start their workflows with the "fail if running" policy, and one that finds an execution
  * applying reports hands its request over to it; a stop and a delete reach whatever runs by

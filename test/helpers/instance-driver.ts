@@ -1,7 +1,7 @@
 /**
  * What the fast layer's tests of instance workflows ask of them, as the API and the agents would:
  * requests started or signalled under `instance-<id>` with the options of the contract
- * (workflows/definitions.ts `operationStart`, `reportDelivery`), and reports sent as an agent
+ * (contract/workflows.ts `operationStart`, `reportDelivery`), and reports sent as an agent
  * sends them, on a `WorkflowEnvironment` (helpers/workflow-environment.ts) whose world
  * (helpers/workflow-world.ts) plays the activities.
  */

@@ -180,8 +180,8 @@ export class LaunchedStack {
    */
   async kill (component: ComponentName, signal: NodeJS.Signals = 'SIGKILL'): Promise<number> {
     const pid = await waitFor(`${component} running, to send it ${signal}`, async () => {
-      const pid = await readPidFile(this.paths.runDir, component)
-      return pid !== null && await isRunning(pid) && signalProcess(pid, signal) ? pid : null
+      const pid = await this.runningPid(component)
+      return pid !== null && signalProcess(pid, signal) ? pid : null
     }, { timeoutMs: 60_000, detail: () => this.output.tail() })
     // A frozen or thawed process goes on: only a signal that ends it makes a restart to wait for.
     if (signal !== 'SIGSTOP' && signal !== 'SIGCONT') this.killed.set(component, pid)
@@ -192,9 +192,15 @@ export class LaunchedStack {
   async waitForRestart (component: ComponentName, timeoutMs = 60_000): Promise<number> {
     const before = this.killed.get(component)
     return await waitFor(`${component} restarted`, async () => {
-      const pid = await readPidFile(this.paths.runDir, component)
-      return pid !== null && pid !== before && await isRunning(pid) ? pid : null
+      const pid = await this.runningPid(component)
+      return pid !== null && pid !== before ? pid : null
     }, { timeoutMs, detail: () => this.output.tail() })
+  }
+
+  /** The PID its PID file names, if that process runs. */
+  private async runningPid (component: ComponentName): Promise<number | null> {
+    const pid = await readPidFile(this.paths.runDir, component)
+    return pid !== null && await isRunning(pid) ? pid : null
   }
 
   /**
