@@ -6,8 +6,9 @@
  * (helpers/workflow-world.ts) plays the activities.
  */
 import { randomUUID } from 'node:crypto'
-import type { WorkflowHandle } from '@temporalio/client'
-import type { CreateRequest, HaltRequest, HandoffRequest, NewInstance } from '../../domain/requests.js'
+import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId, WorkflowHandleWithSignaledRunId } from '@temporalio/client'
+import type { CreateRequest, HaltRequest, HandoffRequest, MigrateRequest, NewInstance } from '../../domain/requests.js'
+import type { VmmRecord } from '../../domain/vmm.js'
 import { haltRequestedSignal } from '../../contract/messages.js'
 import { WORKFLOW_TYPES, operationStart, reportDelivery } from '../../contract/workflows.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from './workflow-environment.js'
@@ -49,12 +50,17 @@ export class InstanceDriver {
    * followed until its VMM is ensured, which is named by the create's operation.
    */
   async create (instance: NewInstance = newInstanceSpec(), start = true): Promise<{ request: CreateRequest, handle: WorkflowHandle, vmmId: string }> {
+    const created = await this.startCreate(instance, start)
+    if (start) await this.callOf('ensureVmm', created.vmmId)
+    return created
+  }
+
+  /** Creates an instance as `create` does, not waiting for anything the create does. */
+  async startCreate (instance: NewInstance = newInstanceSpec(), start = true): Promise<{ request: CreateRequest, handle: WorkflowHandle, vmmId: string }> {
     const request: CreateRequest = { ...requestBase(randomUUID()), kind: 'create', instance, start }
     this.world.addInstance(request.instanceId, instance)
     const handle = await this.env.client.workflow.start(WORKFLOW_TYPES.create, { ...operationStart(request, { name: instance.name, state: 'creating' }, this.taskQueue), workflowIdConflictPolicy: 'FAIL' })
-    const vmmId = `vmm-of-${request.operationId}`
-    if (start) await this.callOf('ensureVmm', vmmId)
-    return { request, handle, vmmId }
+    return { request, handle, vmmId: `vmm-of-${request.operationId}` }
   }
 
   /** An instance created and running: its ID. */
@@ -65,18 +71,33 @@ export class InstanceDriver {
     return request.instanceId
   }
 
-  /** A report made by the world's agent (`WorkflowWorld.report`), sent as the agent sends it. */
-  async deliver (...args: Parameters<WorkflowWorld['report']>): Promise<void> {
-    await this.env.client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(this.world.report(...args), this.taskQueue))
+  /** A report made by the world's agent (`WorkflowWorld.report`), sent as the agent sends it: to the execution it reached. */
+  async deliver (...args: Parameters<WorkflowWorld['report']>): Promise<WorkflowHandle> {
+    return await this.env.client.workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(this.world.report(...args), this.taskQueue))
   }
 
   /** A start, reboot or migrate, started as the API starts it: failing if an execution runs. */
-  async request (request: HandoffRequest): Promise<WorkflowHandle> {
+  async request (request: HandoffRequest): Promise<WorkflowHandleWithFirstExecutionRunId> {
     return await this.env.client.workflow.start(WORKFLOW_TYPES[request.kind], { ...operationStart(request, { name: 'i', state: 'running' }, this.taskQueue), workflowIdConflictPolicy: 'FAIL' })
   }
 
+  /** A migration of the running instance, started as the API starts it; `target` is the VMM the migrate names. */
+  async migrate (instanceId: string, targetHostId?: string): Promise<{ request: MigrateRequest, handle: WorkflowHandleWithFirstExecutionRunId, source: string, target: string }> {
+    const request: MigrateRequest = { ...requestBase(instanceId), kind: 'migrate', ...(targetHostId === undefined ? {} : { targetHostId }) }
+    const source = this.world.instances.get(instanceId)!.activeVmmId!
+    return { request, handle: await this.request(request), source, target: `vmm-of-${request.operationId}` }
+  }
+
+  /** From now on the world's agents answer the ensure of a migration's target with the target ready to receive. */
+  targetsReadyWhenEnsured (): void {
+    const isTarget = (vmm: VmmRecord): boolean => [...this.world.migrations.values()].some((m) => m.targetVmmId === vmm.id)
+    this.world.agent.ensureVmm = (vmm) => vmm.id.startsWith('vmm-of-') && isTarget(vmm)
+      ? this.world.report(vmm, 'starting', null, this.world.half(vmm, 'target', 'ready'))
+      : this.world.report(vmm, 'starting')
+  }
+
   /** A stop or delete, sent as the API sends it: to whatever execution runs, or a new one. */
-  async halt (request: HaltRequest): Promise<WorkflowHandle> {
+  async halt (request: HaltRequest): Promise<WorkflowHandleWithSignaledRunId> {
     return await this.env.client.workflow.signalWithStart(WORKFLOW_TYPES[request.kind], { ...operationStart(request, { name: 'i', state: 'running' }, this.taskQueue), signal: haltRequestedSignal, signalArgs: [request] })
   }
 
