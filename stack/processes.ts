@@ -8,12 +8,20 @@ import { setTimeout as sleep } from 'node:timers/promises'
 
 /** True while `pid` is a live process; a zombie (exited, not yet reaped) counts as gone. */
 export async function isRunning (pid: number): Promise<boolean> {
+  const stat = await processStat(pid)
+  return stat !== null && stat.state !== 'Z'
+}
+
+/** A process's state letter and process group, from /proc/<pid>/stat; null once it is gone. */
+async function processStat (pid: number): Promise<{ state: string, group: number } | null> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
-    // The state follows the command name, which is in parentheses and may itself hold spaces.
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
+    // The fields after the command name, which is in parentheses and may itself hold spaces:
+    // state, parent, process group, …
+    const [state, , group] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return { state, group: Number(group) }
   } catch {
-    return false
+    return null
   }
 }
 
@@ -39,6 +47,27 @@ export function processCommandLine (pid: number): Promise<string[] | null> {
 export async function allPids (): Promise<number[]> {
   const entries = await readdir('/proc')
   return entries.filter((name) => /^\d+$/.test(name)).map(Number)
+}
+
+/**
+ * Kills every live process in process group `group` (a component leads its own) and resolves
+ * once none is left, or after `timeoutMs` whatever still runs.
+ */
+export async function killProcessGroup (group: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (signalProcess(-group, 'SIGKILL') && Date.now() < deadline) {
+    if ((await groupMembers(group)).length === 0) return
+    await sleep(20)
+  }
+}
+
+async function groupMembers (group: number): Promise<number[]> {
+  const members: number[] = []
+  for (const pid of await allPids()) {
+    const stat = await processStat(pid)
+    if (stat !== null && stat.group === group && stat.state !== 'Z') members.push(pid)
+  }
+  return members
 }
 
 /**

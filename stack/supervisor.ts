@@ -7,12 +7,18 @@
  * logged with its exit code or signal and started again after a delay: 250 ms, doubling with each
  * quick failure up to 10 s, back to 250 ms once it had stayed up for 30 s. `run/<name>.pid` always
  * holds the PID of the process running now (see pid-files.ts).
+ *
+ * Once a component's process has ended, whatever it left in its process group is killed, as
+ * systemd does with a unit's control group: PostgreSQL's backends outlive a killed postmaster by
+ * a moment, and a new postmaster started beside them refuses to start (their shared memory is
+ * "still in use"). The VMMs the host agents start are in sessions of their own and outlive them.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { REPO_ROOT } from '../scripts/tools/paths.js'
 import type { ComponentOutput, StackOutput } from './output.js'
 import { removePidFile, writePidFile } from './pid-files.js'
+import { killProcessGroup } from './processes.js'
 
 export interface ComponentSpec {
   name: string
@@ -36,6 +42,8 @@ export interface ComponentSpec {
 // Quick the first time, as service managers are: a stop in flight waits for a killed worker.
 const FIRST_RESTART_DELAY_MS = 250
 const STABLE_UPTIME_MS = 30_000
+/** How long the leftovers of an ended process may take to die after SIGKILL. */
+const LEFTOVERS_TIMEOUT_MS = 5_000
 /** How long a component may take to stop before it is killed. */
 export const STOP_TIMEOUT_MS = 10_000
 
@@ -84,7 +92,8 @@ class SupervisedProcess {
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
         this.onExit(code === null ? `signal ${signal}` : `exit code ${code}`)
-        resolve()
+        // The process led its group (`detached`): its PID names the group.
+        killProcessGroup(child.pid!, LEFTOVERS_TIMEOUT_MS).then(resolve, resolve)
       })
       child.once('error', (error) => {
         // A process that could not be spawned at all (ENOENT, EACCES) emits no 'exit'.
@@ -118,6 +127,7 @@ class SupervisedProcess {
   }
 
   private async restart (): Promise<void> {
+    await this.exited
     if (this.spec.restartsAfter !== undefined) {
       this.output.note('waiting for what it needs to start')
       await this.spec.restartsAfter(this.stopped.signal).catch(() => {})
