@@ -21,6 +21,7 @@ import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
 import { hostOfVmm, insertVmmWithReservation } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
 import { decisionKeys } from '../domain/decisions.js'
+import { chooseHost } from '../domain/placement.js'
 import { applyInstanceChange, readSnapshot } from './instance-records.js'
 
 /** The ID of the VMM an operation places: named by its placement decision. */
@@ -72,11 +73,8 @@ function hostsConsidered (target: MigrationTarget | undefined): string {
 async function reserveHost (tx: PoolClient, vmmId: string, instanceId: string, request: PlacementRequest): Promise<string | null> {
   await lockActiveHosts(tx)
   const hosts = await hostsThatMayBoot(tx, instanceId, request.migrationTarget?.onlyHostId ?? null, request.migrationTarget?.excludeHostId ?? null)
-  const fitting = hosts.filter((h) => h.freeVcpus >= request.vcpus && h.freeMemoryMiB >= request.memoryMiB)
-  if (fitting.length === 0) return null
-  // Spread: the host with the most free memory, then the most free vCPUs.
-  fitting.sort((a, b) => b.freeMemoryMiB - a.freeMemoryMiB || b.freeVcpus - a.freeVcpus)
-  const chosen = fitting[0].id
+  const chosen = chooseHost(hosts, request)
+  if (chosen === null) return null
   await insertVmmWithReservation(tx, { id: vmmId, instanceId, hostId: chosen, vcpus: request.vcpus, memoryMiB: request.memoryMiB })
   return chosen
 }

@@ -10,6 +10,7 @@
  * only an `unreachable` host back to `active`.
  */
 import type { HostAnnouncement, HostStatus } from '../domain/host.js'
+import type { HostRoom } from '../domain/placement.js'
 import { HOST_COLUMNS } from './rows.js'
 import type { PoolClient, Queryable } from './pool.js'
 
@@ -146,12 +147,6 @@ export async function placementStatusOf (db: Queryable, hostId: string): Promise
 /** Locks the active hosts, which serialises placements, so two can't both take the last room. */
 export async function lockActiveHosts (tx: PoolClient): Promise<void> {
   await tx.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id FOR UPDATE")
-}
-
-export interface HostRoom {
-  id: string
-  freeVcpus: number
-  freeMemoryMiB: number
 }
 
 /**

@@ -27,6 +27,7 @@
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
+import { haltEnd, nextStopStep } from '../domain/halt-decisions.js'
 import type { HaltRequest } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
 import { agents } from './activity-proxies.js'
@@ -57,7 +58,7 @@ export async function halt (execution: InstanceContext, onWaiting: () => void = 
   const served = [...halts.pending]
   const deleting = halts.kind() === 'delete'
   if (deleting && patched(INSTANCE_STORAGE_PATCH)) await releaseStorage(execution)
-  const end = describeEnd(execution, vmms.map((v) => execution.vmm(v.id) ?? v))
+  const end = haltEnd(vmms.map((v) => execution.vmm(v.id) ?? v), { forcedBy: halts.forcedBy(), graceSeconds: halts.earliest().graceSeconds })
   execution.enterPhase(deleting ? 'destroyed' : 'stopped')
   await execution.change({
     decision: decisionKeys.halted(first.operationId),
@@ -105,30 +106,6 @@ function stoppingDetail (execution: InstanceContext): string {
   return deadline === null ? 'no deadline' : `VMM killed at ${new Date(deadline).toISOString()} unless the guest powers off first`
 }
 
-/**
- * How the VMMs of a halt ended, for people, and as the instance's `lastError` when the stop was
- * not graceful: a VMM killed (`StopForced`, naming the grace period or the operator), fenced with
- * its lost host (`HostLost`), or one that died on its own during the stop.
- */
-function describeEnd (execution: InstanceContext, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
-  if (vmms.length === 0) return { message: 'no VMM was running', error: null }
-  const lost = vmms.find((v) => v.state === 'lost')
-  if (lost !== undefined) {
-    const message = `host ${lost.hostId} declared lost; VMM fenced, not seen to stop`
-    return { message, error: { code: 'HostLost', message } }
-  }
-  if (vmms.some((v) => v.exit?.cause === 'killed' || v.exit?.cause === 'stop-deadline')) {
-    const forcedBy = execution.halts.forcedBy()
-    const message = forcedBy !== undefined
-      ? `forced by ${forcedBy}; VMM killed`
-      : `grace period of ${execution.halts.earliest().graceSeconds} s expired; VMM killed`
-    return { message, error: { code: 'StopForced', message } }
-  }
-  const died = vmms.find((v) => v.exit?.cause !== 'guest-poweroff')
-  if (died !== undefined) return { message: `VMM ended during the stop: ${died.reason ?? 'no reason given'}`, error: null }
-  return { message: 'guest powered off', error: null }
-}
-
 async function recordStarted (execution: InstanceContext, started: Set<string>): Promise<void> {
   for (const request of execution.halts.pending) {
     if (started.has(request.operationId)) continue
@@ -151,14 +128,12 @@ async function recordStarted (execution: InstanceContext, started: Set<string>):
 async function stopVmm (execution: InstanceContext, vmm: VmmRecord): Promise<void> {
   const presses = new PowerButton(execution, vmm)
   try {
-    for (;;) {
+    while (!execution.isGone(vmm.id)) {
       const deadline = execution.halts.deadline
-      if (execution.isGone(vmm.id) || deadline === null) break
-      if (deadline > Date.now()) presses.sendDeadline(deadline)
-      // The agent kills at a deadline it was told; give it a moment to report before we kill.
-      const killAt = presses.sent === deadline ? deadline + execution.settings.killBackstopMs : deadline
-      if (Date.now() >= killAt) break
-      await execution.waitFor(() => execution.isGone(vmm.id) || execution.halts.deadline !== deadline || presses.refused, killAt - Date.now())
+      const step = nextStopStep({ now: Date.now(), deadline, toldAgent: presses.sent, killBackstopMs: execution.settings.killBackstopMs })
+      if (step.kill) break
+      if (step.tellAgent !== null) presses.sendDeadline(step.tellAgent)
+      await execution.waitFor(() => execution.isGone(vmm.id) || execution.halts.deadline !== deadline || presses.refused, step.killAt - Date.now())
       if (presses.refused) break
     }
   } finally {
