@@ -75,7 +75,8 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
-import { isFinalHalfPhase, isTerminalVmmState, type MigrationHalfPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
+import { adoptedReceiveStep, halfStepOnEvent } from '../../domain/migration-half.js'
+import { isFinalHalfPhase, isTerminalVmmState, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -115,17 +116,6 @@ export interface MigrationSettings {
   transport: MigrationTransport
   /** Called once per half that ends (the agent's metrics count them). */
   onEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
-}
-
-/** How far along its half each phase is: a half only moves to a later one. */
-const PHASE_RANK: Record<MigrationHalfPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
-
-/** The target's phase each receive event stands for. */
-const RECEIVE_EVENTS: Record<string, MigrationHalfPhase | undefined> = {
-  'migration-receive-ready': 'ready',
-  'migration-receive-started': 'receiving',
-  'migration-receive-finished': 'finished',
-  'migration-receive-failed': 'failed'
 }
 
 /** How long to wait before asking again a VMM whose connections are all taken (503). */
@@ -172,30 +162,21 @@ export class MigrationHalf {
     return this.vmm.record.migration?.role === 'source' ? this.vmm.record.outgoing?.eventsFrom ?? 0 : 0
   }
 
-  /** Applies one of the VMM's events to the half in progress; the task settles once it is recorded. */
+  /** Applies one of the VMM's events to the half in progress (`halfStepOnEvent` decides); the task settles once it is recorded. */
   async onEvent (event: VmmEvent): Promise<void> {
-    const migration = this.vmm.record.migration
-    // A held source's migration is over as far as Cloud Hypervisor goes: the control plane decides the rest.
-    if (event.source !== 'vm' || migration === null || isFinalHalfPhase(migration.phase) || migration.phase === 'held') return
-    if (migration.role === 'target') {
-      const phase = RECEIVE_EVENTS[event.event]
-      if (phase === 'finished') await this.#finishReceive('migration-receive-finished')
-      else if (phase === 'failed') await this.#failReceive('Cloud Hypervisor reported migration-receive-failed')
-      else if (phase !== undefined) await this.#advance(migration, phase)
-      return
-    }
-    if (event.event === 'migration-started') {
-      await this.#sendStarted(migration)
-    } else if (event.event === 'paused') {
-      await this.#markDowntime()
-    } else if (event.event === 'migration-memory-iteration') {
-      const iterations = Number(event.properties?.id) + 1
-      if (iterations > migration.iterations) await this.vmm.update({ migration: { ...migration, iterations, progressAt: now() } })
-    } else if (event.event === 'migration-finished') {
-      await this.#end('finished', null, { reason: `the VM migrated to ${this.vmm.record.outgoing?.destinationUrl ?? 'the target'}; the VMM exits` })
-    } else if (event.event === 'migration-failed') {
-      if (this.vmm.record.outgoing?.downtimeBegan === true) await this.#hold(migration)
-      else await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration.id} failed; the VM runs on here` })
+    const { migration, outgoing } = this.vmm.record
+    const next = halfStepOnEvent(migration, outgoing?.downtimeBegan === true, event)
+    switch (next.step) {
+      case 'none': return
+      case 'advance': return await this.#advance(migration!, next.phase)
+      case 'receive-finished': return await this.#finishReceive('migration-receive-finished')
+      case 'receive-failed': return await this.#failReceive('Cloud Hypervisor reported migration-receive-failed')
+      case 'send-started': return await this.#sendStarted(migration!)
+      case 'downtime-began': return await this.#markDowntime()
+      case 'iteration': return await this.vmm.update({ migration: { ...migration!, iterations: next.iterations, progressAt: now() } })
+      case 'sent': return await this.#end('finished', null, { reason: `the VM migrated to ${outgoing?.destinationUrl ?? 'the target'}; the VMM exits` })
+      case 'hold': return await this.#hold(migration!)
+      case 'send-failed': return await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration!.id} failed; the VM runs on here` })
     }
   }
 
@@ -237,13 +218,16 @@ export class MigrationHalf {
       await this.vmm.catchUpEvents()
       const migration = this.vmm.record.migration
       if (migration === null || isFinalHalfPhase(migration.phase)) return
-      if (vmState === 'Running') {
-        await this.#finishReceive('vm.info shows the VM running here')
-      } else if (vmState === null && migration.phase === 'preparing') {
-        this.vmm.log.info('no receive event and no VM: the receive was never issued; issuing it')
-        await this.#issueReceive(abort.signal)
-      } else {
-        await this.#failReceive(`the receive ended while no agent watched, and the VM here is ${vmState ?? 'gone'}`)
+      switch (adoptedReceiveStep(vmState, migration.phase)) {
+        case 'finish':
+          await this.#finishReceive('vm.info shows the VM running here')
+          break
+        case 'issue-receive':
+          this.vmm.log.info('no receive event and no VM: the receive was never issued; issuing it')
+          await this.#issueReceive(abort.signal)
+          break
+        case 'fail':
+          await this.#failReceive(`the receive ended while no agent watched, and the VM here is ${vmState ?? 'gone'}`)
       }
     } catch (err) {
       if (abort.signal.aborted || await this.vmm.diedDuring(err)) return
@@ -486,9 +470,8 @@ export class MigrationHalf {
 
   // --- both --------------------------------------------------------------------------------
 
-  /** Moves the half to a later phase that is not final. */
-  async #advance (migration: VmmMigration, phase: MigrationHalfPhase): Promise<void> {
-    if (PHASE_RANK[phase] <= PHASE_RANK[migration.phase]) return
+  /** Moves a target's half to a later phase that is not final. */
+  async #advance (migration: VmmMigration, phase: 'ready' | 'receiving'): Promise<void> {
     await this.vmm.update({ migration: { ...migration, phase, progressAt: now() } })
     if (phase === 'ready') crashPoint('agent.migration.after-receive')
   }
