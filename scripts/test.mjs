@@ -23,6 +23,7 @@ const LAST = ['host-agent', 'stack', 'integration', 'faults']
 /** Folders whose files may run two at a time: what each starts is its own (see above). */
 const SIDE_BY_SIDE = ['unit', 'activities', 'api', 'db', 'workflows', 'replay']
 
+const suiteStartedAt = Date.now()
 ensureInstalled()
 ensureBuilt()
 rmSync(OUTPUT, { recursive: true, force: true })
@@ -63,12 +64,14 @@ for (const [tool, ensure] of [
 if (run('npm', ['run', 'lint']) !== 0) failures.push('lint')
 
 const totals = { passed: 0, failed: 0, skipped: 0 }
+const timings = []
 for (const folder of testFolders()) {
   const files = testFiles(folder)
   if (files.length === 0) continue
   const concurrency = SIDE_BY_SIDE.includes(folder) ? 2 : 1
   console.log(`\n# ${folder}: ${files.length} test file(s), ${concurrency} at a time`)
   const tap = join(OUTPUT, `${folder}.tap`)
+  const startedAt = Date.now()
   const status = run(process.execPath, [
     '--test', `--test-concurrency=${concurrency}`,
     '--test-reporter=spec', '--test-reporter-destination=stdout',
@@ -80,7 +83,9 @@ for (const folder of testFolders()) {
   totals.failed += counts.failed
   totals.skipped += counts.skipped
   if (status !== 0) failures.push(folder)
+  timings.push(`${folder} ${formatDuration(Date.now() - startedAt)}`)
 }
+console.log(`\ntime by folder: ${timings.join(', ')}; in all ${formatDuration(Date.now() - suiteStartedAt)}`)
 
 if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
 // The summary comes last, alone on its line, where CI reads it.
@@ -122,4 +127,10 @@ function countResults (tapFile) {
     failed: count('fail') + count('cancelled'),
     skipped: (tap.match(/^\s*ok \d+ - .* # SKIP/gm) ?? []).length + count('todo')
   }
+}
+
+/** "3 min 07 s", or "41 s" */
+function formatDuration (ms) {
+  const seconds = Math.round(ms / 1000)
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, '0')} s`
 }
