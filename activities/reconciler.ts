@@ -28,137 +28,45 @@
  * use). Then leaked reservations, addresses and disk space (held for a destroyed instance) are
  * released and expired idempotency keys dropped. Every pass records what it found and did.
  *
- * The statements are db/'s, in the repository of the table each reads or writes.
+ * The passes over a host and over the storage are host-reconciliation.ts's; what each mends is
+ * decided in domain/reconciliation.ts. The statements are db/'s, in the repository of the table
+ * each reads or writes.
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
-import type { HostReconciliation, ReconcileCounts, ReconcilerActivities } from '../contract/activities.js'
+import type { ReconcilerActivities } from '../contract/activities.js'
 import { haltRequestedSignal } from '../contract/messages.js'
-import { operationStart, reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
+import { operationStart, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { activeHostIds } from '../db/hosts.js'
 import { purgeExpiredKeys } from '../db/idempotency-keys.js'
-import { instancesNotMeetingIntent, liveDiskIds, liveInstanceIds, releaseDevicesOfDestroyedInstances } from '../db/instances.js'
+import { instancesNotMeetingIntent, releaseDevicesOfDestroyedInstances } from '../db/instances.js'
 import { liveMigrationOf } from '../db/live-migrations.js'
 import {
   closeOperationAsInterrupted, insertOperation, operationsInFlightFor, operationsInFlightOf, type OperationInFlight
 } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
 import { insertReconcilePass } from '../db/reconcile-passes.js'
-import { activeVmmsLostUnnoticed, knownVmmsOn, releaseReservationsOfGoneVmms } from '../db/vmms.js'
-import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
+import { activeVmmsLostUnnoticed, releaseReservationsOfGoneVmms } from '../db/vmms.js'
 import { instanceWorkflowId } from '../domain/ids.js'
 import { convergenceFor } from '../domain/instance-rules.js'
-import { concludedReport, isTerminalVmmState, type VmmReport } from '../domain/vmm.js'
 import type { OperationRequest } from '../domain/requests.js'
-import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 import { tellLost } from './host-fencing.js'
-
-/** Actions listed per pass at most (the counts are complete). */
-const MAX_ACTIONS = 100
-
-interface ReconcilerDependencies extends AgentCallDependencies {
-  orphanGraceMs: number
-}
+import { reconcileHost, reconcileStorage, type ReconcilerDependencies } from './host-reconciliation.js'
 
 export function createReconciler (deps: ReconcilerDependencies): ReconcilerActivities {
-  const { pool, client: agents } = deps
-
-  async function report (vmmReport: VmmReport): Promise<void> {
-    await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(vmmReport, activityInfo().taskQueue))
-  }
-
+  const { pool } = deps
   return {
     async reconcilableHosts () {
       return await activeHostIds(pool)
     },
 
     async reconcileHost (hostId) {
-      const result = new Tally(hostId)
-      const { count } = result
-      const act = result.act.bind(result)
-      let vmms: VmmView[]
-      let strays: StrayView[]
-      let taps: TapView[]
-      try {
-        vmms = await onAgent(deps, hostId, (url) => agents.listVmms(url))
-        strays = await onAgent(deps, hostId, (url) => agents.listStrays(url))
-        taps = await onAgent(deps, hostId, (url) => agents.listTaps(url))
-      } catch {
-        return result.unreachable()
-      }
-      const known = await knownVmmsOn(pool, hostId, vmms.map((v) => v.id))
-      const now = Date.now()
-      const young = (since: string): boolean => now - Date.parse(since) < deps.orphanGraceMs
-
-      for (const view of vmms) {
-        const row = known.get(view.id)
-        if (!isTerminalVmmState(view.state) && (row === undefined || isTerminalVmmState(row.vmm.state) || row.instanceDestroyed)) {
-          if (young(view.createdAt)) { count('orphansWaiting'); continue }
-          const why = row === undefined
-            ? 'unknown to the control plane'
-            : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
-          await act('orphansReaped', `reaping orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`,
-            { vmmId: view.id, instanceId: view.instanceId }, () => onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id)))
-        } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
-          await act('reportsResent', `reporting VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`,
-            { vmmId: view.id, instanceId: view.instanceId }, () => report(toReport(view, hostId)))
-        }
-      }
-      const onAgentNow = new Set(vmms.map((v) => v.id))
-      for (const { vmm } of known.values()) {
-        // A VMM its host has never reported may not be there yet: the start that placed it is
-        // still on its way to the agent, and its own boot deadline ends it if it never arrives.
-        if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || vmm.generation === 0 || young(vmm.createdAt)) continue
-        // The inventory was read before PostgreSQL: a VMM created on the agent in between, and
-        // reported, is missing from it (the 4,000-instance campaign failed a running VM so). Only
-        // the agent's answer about this VMM, now, says it is gone; no answer says nothing.
-        const asked = await onAgent(deps, hostId, (url) => agents.findVmm(url, vmm.id)).catch(() => undefined)
-        if (asked !== null) continue
-        await act('vmmsGone', `reporting VMM ${vmm.id} of instance ${vmm.instanceId} gone: ${hostId} has no record of it`,
-          { vmmId: vmm.id, instanceId: vmm.instanceId }, () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
-      }
-      for (const stray of strays) {
-        if (young(stray.startedAt)) { count('straysWaiting'); continue }
-        await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
-          {}, () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
-      }
-      for (const tap of taps) {
-        if (tap.vmmId !== null) continue
-        await act('tapsReaped', `removing TAP ${tap.name} on ${hostId}: no live VMM has it`,
-          {}, () => onAgent(deps, hostId, (url) => agents.removeTap(url, tap.name)))
-      }
-      return result.done()
+      return await reconcileHost(deps, hostId)
     },
 
     /** The storage every host mounts, read through `hostId`'s agent (see the module comment). */
     async reconcileStorage (hostId) {
-      const result = new Tally(hostId)
-      let listing: StorageListing
-      try {
-        listing = await onAgent(deps, hostId, (url) => agents.listStorage(url))
-      } catch {
-        return result.unreachable()
-      }
-      const liveDisks = await liveDiskIds(pool, listing.disks.map((disk) => disk.diskId))
-      const liveInstances = await liveInstanceIds(pool, listing.seeds.map((seed) => seed.instanceId))
-      const orphans = [
-        ...listing.disks.filter((disk) => !liveDisks.has(disk.diskId))
-          .map((disk) => ({ kind: 'disks' as const, counted: 'disksReaped', name: disk.diskId, modifiedAt: disk.modifiedAt, why: 'no live disk is recorded with its ID' })),
-        ...listing.seeds.filter((seed) => !liveInstances.has(seed.instanceId))
-          .map((seed) => ({ kind: 'seeds' as const, counted: 'seedsReaped', name: seed.instanceId, modifiedAt: seed.modifiedAt, why: 'its instance is not live' })),
-        ...listing.partial
-          .map((file) => ({ kind: 'partial' as const, counted: 'partialFilesReaped', name: file.name, modifiedAt: file.modifiedAt, why: 'left half-made' }))
-      ]
-      const now = Date.now()
-      for (const orphan of orphans) {
-        if (now - Date.parse(orphan.modifiedAt) < deps.orphanGraceMs) {
-          result.count('storageWaiting')
-          continue
-        }
-        await result.act(orphan.counted, `removing ${orphan.kind}/${orphan.name} from the storage: ${orphan.why}`,
-          {}, () => onAgent(deps, hostId, (url) => agents.removeStored(url, orphan.kind, orphan.name)))
-      }
-      return result.done()
+      return await reconcileStorage(deps, hostId)
     },
 
     /**
@@ -254,44 +162,6 @@ export function createReconciler (deps: ReconcilerDependencies): ReconcilerActiv
     async recordReconcilePass (pass) {
       await insertReconcilePass(pool, pass)
     }
-  }
-}
-
-/** What one host's pass found and did: counts by kind, and the actions (at most MAX_ACTIONS). */
-class Tally {
-  readonly counts: ReconcileCounts = {}
-  readonly actions: string[] = []
-
-  constructor (readonly hostId: string) {}
-
-  readonly count = (kind: string): void => { this.counts[kind] = (this.counts[kind] ?? 0) + 1 }
-
-  /**
-   * Does one thing, logged before it is done with what it is about; one that fails is counted
-   * and left for the next pass.
-   */
-  async act (kind: string, action: string, about: { vmmId?: string, instanceId?: string }, deed: () => Promise<unknown>): Promise<void> {
-    log.warn(action, { hostId: this.hostId, ...about })
-    try {
-      await deed()
-      this.count(kind)
-      this.#note(action)
-    } catch (err) {
-      this.count('actionsFailed')
-      this.#note(`failed: ${action}: ${(err as Error).message}`)
-    }
-  }
-
-  done (): HostReconciliation {
-    return { hostId: this.hostId, reachable: true, counts: this.counts, actions: this.actions }
-  }
-
-  unreachable (): HostReconciliation {
-    return { hostId: this.hostId, reachable: false, counts: {}, actions: [] }
-  }
-
-  #note (action: string): void {
-    if (this.actions.length < MAX_ACTIONS) this.actions.push(action)
   }
 }
 
