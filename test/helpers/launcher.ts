@@ -9,7 +9,7 @@
  *   await stack.stop()
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createWriteStream, readFileSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { basename, join } from 'node:path'
@@ -320,6 +320,13 @@ const handedOut = new Set<number>()
  */
 const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
 
+/**
+ * Test files run side by side (scripts/test.mjs), each picking ports for its stacks: a port one
+ * picked is claimed for the machine by a file named after it, holding the picker's PID, made
+ * only if absent; a claim whose process is gone may be taken over.
+ */
+const CLAIMS_DIR = '/tmp/vmp-port-claims'
+
 function ephemeralRangeStart (): number {
   try {
     return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768
@@ -328,17 +335,50 @@ function ephemeralRangeStart (): number {
   }
 }
 
-/** The first of `count` consecutive ports on 127.0.0.1 that nothing listens on now. */
+/** The first of `count` consecutive ports on 127.0.0.1 that nothing listens on now, claimed for this process. */
 export async function freePorts (count: number): Promise<number> {
   for (;;) {
     const first = PICKABLE.min + Math.floor(Math.random() * (PICKABLE.max - PICKABLE.min - count + 2))
     const range = Array.from({ length: count }, (_, i) => first + i)
     let free = range.every((port) => !handedOut.has(port))
     for (const port of range) free &&= await listenBriefly(port) !== null
-    if (!free) continue
+    if (!free || !claim(range)) continue
     for (const port of range) handedOut.add(port)
     return first
   }
+}
+
+/** Claims every port of `range` for this process, or none of them. */
+function claim (range: number[]): boolean {
+  mkdirSync(CLAIMS_DIR, { recursive: true })
+  const claimed: number[] = []
+  for (const port of range) {
+    if (!claimPort(port)) {
+      for (const taken of claimed) rmSync(join(CLAIMS_DIR, String(taken)), { force: true })
+      return false
+    }
+    claimed.push(port)
+  }
+  return true
+}
+
+function claimPort (port: number): boolean {
+  const file = join(CLAIMS_DIR, String(port))
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' })
+    return true
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+  }
+  const holder = Number(readFileSync(file, 'utf8'))
+  if (holder === process.pid || processExists(holder)) return false
+  // The claimant is gone: its claim goes with it (a race to take it over is settled by 'wx').
+  rmSync(file, { force: true })
+  return claimPort(port)
+}
+
+function processExists (pid: number): boolean {
+  return Number.isInteger(pid) && pid > 0 && existsSync(`/proc/${pid}`)
 }
 
 function listenBriefly (port: number): Promise<number | null> {
