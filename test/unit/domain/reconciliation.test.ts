@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { StrayView, TapView, VmmView } from '../../../domain/host-agent-api.js'
-import { hostMends, storageOrphans, type KnownVmm } from '../../../domain/reconciliation.js'
+import { hostMends, storageOrphans, type HostMend, type KnownVmm } from '../../../domain/reconciliation.js'
 import type { VmmRecord, VmmState } from '../../../domain/vmm.js'
 
 const NOW = Date.parse('2026-11-27T12:00:00Z')
@@ -25,19 +25,17 @@ function known (id: string, state: VmmState, generation: number, options: { inst
 const stray = (pid: number, startedAt: string): StrayView => ({ pid, startTime: '1', apiSocket: `/run/${pid}.sock`, startedAt })
 const tap = (name: string, vmmId: string | null): TapView => ({ name, vmmId, multiQueue: false, bridge: null, up: true })
 
-/** Each mend as a short line: what and about which. */
-function said (mends: ReturnType<typeof hostMends>): string[] {
-  return mends.map((m) => {
-    switch (m.mend) {
-      case 'reap-orphan': return `reap-orphan ${m.vmm.id}: ${m.why}`
-      case 'orphan-waiting': return `orphan-waiting ${m.vmm.id}`
-      case 'resend-report': return `resend-report ${m.vmm.id} (${m.recordedGeneration} → ${m.vmm.generation})`
-      case 'ask-if-gone': return `ask-if-gone ${m.vmm.id}`
-      case 'reap-stray': return `reap-stray ${m.stray.pid}`
-      case 'stray-waiting': return `stray-waiting ${m.stray.pid}`
-      case 'remove-tap': return `remove-tap ${m.tap.name}`
-    }
-  })
+/** A mend as a short line: what, and about which. */
+function said (m: HostMend): string {
+  switch (m.mend) {
+    case 'reap-orphan': return `reap-orphan ${m.vmm.id}: ${m.why}`
+    case 'orphan-waiting': return `orphan-waiting ${m.vmm.id}`
+    case 'resend-report': return `resend-report ${m.vmm.id} (${m.recordedGeneration} → ${m.vmm.generation})`
+    case 'ask-if-gone': return `ask-if-gone ${m.vmm.id}`
+    case 'reap-stray': return `reap-stray ${m.stray.pid}`
+    case 'stray-waiting': return `stray-waiting ${m.stray.pid}`
+    case 'remove-tap': return `remove-tap ${m.tap.name}`
+  }
 }
 
 describe('hostMends', () => {
@@ -68,7 +66,7 @@ describe('hostMends', () => {
   for (const c of cases) {
     it(c.name, () => {
       const mends = hostMends({ vmms: c.vmms ?? [], strays: c.strays ?? [], taps: c.taps ?? [] }, new Map(c.known ?? []), clock)
-      assert.deepEqual(said(mends), c.mends)
+      assert.deepEqual(mends.map(said), c.mends)
     })
   }
 })
