@@ -71,7 +71,9 @@ export async function preparePostgres (
       ],
       env,
       ...user,
-      stopSignal: 'SIGINT'
+      stopSignal: 'SIGINT',
+      // Every PostgreSQL process works in its cluster's directory, each backend in a session of its own.
+      workDir: cluster
     },
     port,
     adminUrl: url('postgres'),

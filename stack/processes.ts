@@ -3,7 +3,7 @@
  * leftovers of a stack that was killed, and the VMM processes that host agents start in
  * sessions of their own so that they outlive the control plane.
  */
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, readlink } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 
 /** True while `pid` is a live process; a zombie (exited, not yet reaped) counts as gone. */
@@ -50,24 +50,29 @@ export async function allPids (): Promise<number[]> {
 }
 
 /**
- * Kills every live process in process group `group` (a component leads its own) and resolves
- * once none is left, or after `timeoutMs` whatever still runs.
+ * Kills every live process that `isLeftover` picks (by its PID, process group and working
+ * directory) and resolves once none is left, or after `timeoutMs` whatever still runs.
  */
-export async function killProcessGroup (group: number, timeoutMs: number): Promise<void> {
+export async function killLeftovers (isLeftover: (process: { pid: number, group: number, cwd: string | null }) => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (signalProcess(-group, 'SIGKILL') && Date.now() < deadline) {
-    if ((await groupMembers(group)).length === 0) return
+  for (;;) {
+    const left = await liveProcesses(isLeftover)
+    if (left.length === 0 || Date.now() >= deadline) return
+    for (const pid of left) signalProcess(pid, 'SIGKILL')
     await sleep(20)
   }
 }
 
-async function groupMembers (group: number): Promise<number[]> {
-  const members: number[] = []
+async function liveProcesses (pick: (process: { pid: number, group: number, cwd: string | null }) => boolean): Promise<number[]> {
+  const picked: number[] = []
   for (const pid of await allPids()) {
+    if (pid === process.pid) continue
     const stat = await processStat(pid)
-    if (stat !== null && stat.group === group && stat.state !== 'Z') members.push(pid)
+    if (stat === null || stat.state === 'Z') continue
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => null)
+    if (pick({ pid, group: stat.group, cwd })) picked.push(pid)
   }
-  return members
+  return picked
 }
 
 /**

@@ -8,17 +8,20 @@
  * quick failure up to 10 s, back to 250 ms once it had stayed up for 30 s. `run/<name>.pid` always
  * holds the PID of the process running now (see pid-files.ts).
  *
- * Once a component's process has ended, whatever it left in its process group is killed, as
- * systemd does with a unit's control group: PostgreSQL's backends outlive a killed postmaster by
- * a moment, and a new postmaster started beside them refuses to start (their shared memory is
- * "still in use"). The VMMs the host agents start are in sessions of their own and outlive them.
+ * Once a component's process has ended, whatever it left behind is killed before it starts
+ * again, as systemd does with a unit's control group: what runs in its process group, and what
+ * runs in its working directory (`workDir`). PostgreSQL's backends outlive a killed postmaster by
+ * a moment, each in a session of its own but all in the cluster's directory, and a new postmaster
+ * started beside them refuses to start (their shared memory is "still in use"). The VMMs the host
+ * agents start are in sessions and directories of their own, and outlive the agents.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { realpath } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { REPO_ROOT } from '../scripts/tools/paths.js'
 import type { ComponentOutput, StackOutput } from './output.js'
 import { removePidFile, writePidFile } from './pid-files.js'
-import { killProcessGroup } from './processes.js'
+import { killLeftovers } from './processes.js'
 
 export interface ComponentSpec {
   name: string
@@ -30,6 +33,11 @@ export interface ComponentSpec {
   gid?: number
   /** How to ask it to stop; PostgreSQL wants SIGINT (fast shutdown: SIGTERM waits for clients). */
   stopSignal?: NodeJS.Signals
+  /**
+   * The directory its processes work in, when none of anything else's do (PostgreSQL's cluster):
+   * a process left running there after the component's own ended is a leftover of it.
+   */
+  workDir?: string
   /**
    * Waited for before each restart: a component it cannot start without (PostgreSQL, for
    * Temporal's server), which the stack's first start waits for in its order. Started without
@@ -92,8 +100,7 @@ class SupervisedProcess {
     this.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
         this.onExit(code === null ? `signal ${signal}` : `exit code ${code}`)
-        // The process led its group (`detached`): its PID names the group.
-        killProcessGroup(child.pid!, LEFTOVERS_TIMEOUT_MS).then(resolve, resolve)
+        this.killLeftoversOf(child.pid!).then(resolve, resolve)
       })
       child.once('error', (error) => {
         // A process that could not be spawned at all (ENOENT, EACCES) emits no 'exit'.
@@ -107,6 +114,12 @@ class SupervisedProcess {
     this.output.pipeFrom(child.stdout!)
     this.output.pipeFrom(child.stderr!)
     this.output.note(`started (pid ${child.pid})`)
+  }
+
+  /** What the ended process `pid` left: its process group (it led one: `detached`), and what works in `workDir`. */
+  private async killLeftoversOf (pid: number): Promise<void> {
+    const workDir = this.spec.workDir === undefined ? null : await realpath(this.spec.workDir).catch(() => null)
+    await killLeftovers((leftover) => leftover.group === pid || (workDir !== null && leftover.cwd === workDir), LEFTOVERS_TIMEOUT_MS)
   }
 
   private onExit (how: string): void {
