@@ -7,7 +7,9 @@ COPY package.json package-lock.json ./
 # optional @swc/core builds; npm install takes the same locked versions and leaves the file alone.
 RUN npm ci --no-audit --no-fund || npm install --no-save --no-audit --no-fund
 COPY . .
-RUN npx tsc -p tsconfig.json && node dist/scripts/build/bundle-workflows.js && npm prune --omit=dev
+# The product alone (tsconfig.build.json: no test, script, benchmark or dev stack), its workflows
+# bundled, then only its runtime dependencies kept (test/deploy/image.test.ts holds both).
+RUN npx tsc -p tsconfig.build.json && node scripts/build/bundle-workflows.mjs && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 WORKDIR /app

@@ -7,33 +7,19 @@
  * another operation holds that ID (the drain tries again later), then the operation's row. The
  * operation's ID is chosen by the drain and recorded in its history before this runs, so a retry
  * finds the operation it started.
+ *
+ * The statements are db/'s (db/instances.ts, db/operations.ts, db/drains.ts).
  */
 import { activityInfo, getClient } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client'
-import { insertOperation } from '../db/operations.js'
+import type { DrainActivities } from '../contract/activities.js'
+import { WORKFLOW_TYPES, operationStart } from '../contract/workflows.js'
+import { upsertDrainProgress } from '../db/drains.js'
+import { instancesWithLiveVmmOn } from '../db/instances.js'
+import { finishedOperationOutcomes, insertOperation, operationExists } from '../db/operations.js'
 import type { Pool } from '../db/pool.js'
-import type { InstanceState } from '../domain/instance.js'
-import type { MigrateRequest } from '../domain/requests.js'
-import { WORKFLOW_TYPES, operationStart } from '../workflows/definitions.js'
 
-export interface InstanceOnHost {
-  id: string
-  name: string
-  state: InstanceState
-  /** Its active VMM is not on the host: what lives there is a migration's other half. */
-  activeElsewhere: boolean
-}
-
-export interface DrainProgress {
-  drainId: string
-  status: 'draining' | 'drained' | 'stopped' | 'failed'
-  total: number
-  migrated: number
-  failed: number
-  lastError: string | null
-}
-
-export function createDrains (pool: Pool) {
+export function createDrains (pool: Pool): DrainActivities {
   return {
     /**
      * Instances with a live VMM on the host: the drain's host is empty only when this is. Most
@@ -42,22 +28,13 @@ export function createDrains (pool: Pool) {
      * commit, which that migration, or the kill of its source, ends. A destroyed instance counts
      * too should a VMM of its still live (the reconciler reaps it): a VM would run there.
      */
-    async instancesOnHost (hostId: string): Promise<InstanceOnHost[]> {
-      const { rows } = await pool.query(
-        `SELECT i.id, i.name, i.state, bool_and(v.id IS DISTINCT FROM i.active_vmm_id) AS "activeElsewhere"
-           FROM instances i JOIN vmms v ON v.instance_id = i.id
-          WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')
-          GROUP BY i.id
-          ORDER BY i.created_at, i.id`,
-        [hostId]
-      )
-      return rows
+    async instancesOnHost (hostId) {
+      return await instancesWithLiveVmmOn(pool, hostId)
     },
 
     /** Starts the migrate operation unless it exists; `busy` while another operation holds the instance. */
-    async requestMigration (request: MigrateRequest, instance: { name: string, state: InstanceState }): Promise<'started' | 'busy'> {
-      const known = await pool.query('SELECT 1 FROM operations WHERE id = $1', [request.operationId])
-      if (known.rowCount !== 0) return 'started'
+    async requestMigration (request, instance) {
+      if (await operationExists(pool, request.operationId)) return 'started'
       let runId: string
       try {
         const options = operationStart(request, instance, activityInfo().taskQueue)
@@ -71,23 +48,12 @@ export function createDrains (pool: Pool) {
     },
 
     /** The outcome of each operation that has ended, by ID. */
-    async operationOutcomes (operationIds: string[]): Promise<Record<string, { status: string, error: string | null }>> {
-      const { rows } = await pool.query(
-        "SELECT id, status, error->>'message' AS error FROM operations WHERE id = ANY($1::uuid[]) AND finished_at IS NOT NULL",
-        [operationIds]
-      )
-      return Object.fromEntries(rows.map((r) => [r.id, { status: r.status, error: r.error }]))
+    async operationOutcomes (operationIds) {
+      return await finishedOperationOutcomes(pool, operationIds)
     },
 
-    async recordDrainProgress (hostId: string, progress: DrainProgress): Promise<void> {
-      await pool.query(
-        `INSERT INTO drains (id, host_id, status, total, migrated, failed, last_error, finished_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $3 <> 'draining' THEN now() END)
-         ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, total = EXCLUDED.total, migrated = EXCLUDED.migrated,
-           failed = EXCLUDED.failed, last_error = EXCLUDED.last_error, finished_at = EXCLUDED.finished_at
-         WHERE drains.finished_at IS NULL`,
-        [progress.drainId, hostId, progress.status, progress.total, progress.migrated, progress.failed, progress.lastError]
-      )
+    async recordDrainProgress (hostId, progress) {
+      await upsertDrainProgress(pool, hostId, progress)
     }
   }
 }

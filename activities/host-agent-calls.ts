@@ -1,52 +1,22 @@
 /**
  * Activities that act on VMMs through their host's agent. Each returns what the agent answered
  * as a `VmmReport`, so the workflow applies the answer exactly like a report the agent sent.
+ * Their inputs and outputs are the contract's (`HostAgentActivities` in contract/activities.ts).
  *
  * Failures leave here as Temporal failures typed by their error class (`domain/errors.ts`):
  * workflows and retry policies branch on the type, never on the message.
  */
 import { ApplicationFailure, log } from '@temporalio/activity'
+import type { HostAgentActivities } from '../contract/activities.js'
+import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
+import { storageOf } from '../db/instances.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { IncomingMigration, VmmSpec, VmmView } from '../domain/host-agent-api.js'
+import type { VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
-import type { HostAgentClient } from './host-agent-client.js'
-import { agentUrlOf, noteContactFailed, noteContactWorked } from './host-records.js'
-
-export interface VmmTarget {
-  hostId: string
-  vmmId: string
-}
-
-export interface EnsureVmmInput extends VmmTarget {
-  instanceId: string
-  instanceName: string
-  spec: VmmSpec
-  /** Makes the VMM a live migration's target: it receives its VM instead of booting one. */
-  incoming?: IncomingMigration
-}
-
-export interface SendMigrationInput extends VmmTarget {
-  migrationId: string
-  /** The target's `receiverUrl`, from its report. */
-  destinationUrl: string
-  downtimeMs: number
-  timeoutS: number
-}
-
-/** A call about one half of a migration: the agent refuses it for another migration. */
-export interface MigrationHalfInput extends VmmTarget {
-  migrationId: string
-}
-
-export interface PowerButtonInput extends VmmTarget {
-  /**
-   * ISO time, by the control plane's clock, at which the VMM is killed if the guest has not
-   * powered off. The agent is told the time left until then (`killAfterMs`), not the time itself.
-   */
-  deadline: string
-}
+import type { HostAgentClient } from '../http/host-agent-client.js'
+import { noteContactFailed, noteContactWorked } from './host-records.js'
 
 /**
  * Calls a host's agent and keeps track of whether the host can be reached (host-records.ts):
@@ -81,10 +51,10 @@ export interface AgentCallDependencies {
   unreachableAfterMs: number
 }
 
-export function createHostAgentCalls (deps: AgentCallDependencies) {
+export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentActivities {
   const { client } = deps
   return {
-    async ensureVmm (input: EnsureVmmInput): Promise<VmmReport> {
+    async ensureVmm (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
@@ -96,7 +66,7 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
     },
 
     /** Has the source VMM send its VM to the target; the report's `migration` says how far it got. */
-    async sendMigration (input: SendMigrationInput): Promise<VmmReport> {
+    async sendMigration (input) {
       const { migrationId, destinationUrl, downtimeMs, timeoutS } = input
       const view = await onAgent(deps, input.hostId, (url) => client.sendMigration(url, input.vmmId, { migrationId, destinationUrl, downtimeMs, timeoutS }))
       crashPoint('send.after-agent')
@@ -108,14 +78,14 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * `finished` (too late: the migration stands) or a concluded VMM. An agent with no record of
      * the VMM fails it `VmmNotFound`, having fenced the ID so that no later ensure creates it.
      */
-    async cancelIncomingMigration (input: MigrationHalfInput): Promise<VmmReport> {
+    async cancelIncomingMigration (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.cancelMigration(url, input.vmmId, { migrationId: input.migrationId }))
       crashPoint('cancel.after-agent')
       return toReport(view, input.hostId)
     },
 
     /** Has a migration's source, held paused by its agent, resume the VM: the target does not have it. */
-    async resumeHeldSource (input: MigrationHalfInput): Promise<VmmReport> {
+    async resumeHeldSource (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.resumeHeldSource(url, input.vmmId, { migrationId: input.migrationId }))
       return toReport(view, input.hostId)
     },
@@ -127,7 +97,7 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * its own clock when the call arrives: a skewed host still kills a grace period after the
      * press, late only by the call's time in transit.
      */
-    async pressPowerButton (input: PowerButtonInput): Promise<VmmReport> {
+    async pressPowerButton (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.pressPowerButton(url, input.vmmId, {
         killAfterMs: Math.max(0, Date.parse(input.deadline) - Date.now())
       }))
@@ -135,14 +105,14 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
       return toReport(view, input.hostId)
     },
 
-    async rebootVmm (input: VmmTarget): Promise<VmmReport> {
+    async rebootVmm (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.rebootVmm(url, input.vmmId))
       crashPoint('reboot.after-agent')
       return toReport(view, input.hostId)
     },
 
     /** What the agent knows of the VMM now; `null` when it has no record of it. */
-    async describeVmm (input: VmmTarget): Promise<VmmReport | null> {
+    async describeVmm (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.findVmm(url, input.vmmId))
       return view === null ? null : toReport(view, input.hostId)
     },
@@ -154,25 +124,20 @@ export function createHostAgentCalls (deps: AgentCallDependencies) {
      * is active: the files are then left to the reconciler, which reaps storage no live record
      * owns once a host is back.
      */
-    async releaseInstanceStorage (input: { instanceId: string }): Promise<'released' | 'nothing-made' | 'deferred'> {
-      const { rows } = await deps.pool.query(
-        `SELECT (SELECT host_id FROM vmms WHERE instance_id = $1 ORDER BY created_at DESC LIMIT 1) AS last_host,
-                (SELECT array_agg(id) FROM disks WHERE instance_id = $1) AS disks`,
-        [input.instanceId]
-      )
-      const { last_host: lastHost, disks } = rows[0] as { last_host: string | null, disks: string[] | null }
-      if (lastHost === null) return 'nothing-made'
-      const host = await deps.pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id = $1 DESC, id LIMIT 1", [lastHost])
-      if (host.rowCount === 0) return 'deferred'
-      await onAgent(deps, host.rows[0].id, async (url) => {
-        for (const diskId of disks ?? []) await client.removeStored(url, 'disks', diskId)
+    async releaseInstanceStorage (input) {
+      const { lastHostId, diskIds } = await storageOf(deps.pool, input.instanceId)
+      if (lastHostId === null) return 'nothing-made'
+      const hostId = await activeHostPreferring(deps.pool, lastHostId)
+      if (hostId === null) return 'deferred'
+      await onAgent(deps, hostId, async (url) => {
+        for (const diskId of diskIds) await client.removeStored(url, 'disks', diskId)
         await client.removeStored(url, 'seeds', input.instanceId)
       })
       return 'released'
     },
 
     /** Kills and cleans up the VMM; `null` when the agent has no record of it (it is gone). */
-    async destroyVmm (input: VmmTarget): Promise<VmmReport | null> {
+    async destroyVmm (input) {
       const view = await onAgent(deps, input.hostId, (url) => client.destroyVmm(url, input.vmmId))
       crashPoint('destroy.after-agent')
       return view === null ? null : toReport(view, input.hostId)

@@ -18,12 +18,16 @@
  * A lost host stays lost. Should its agent be heard from again, every lost VMM on it is
  * destroyed through the agent before anything else, and recorded fenced; only once none is left
  * unfenced may an operator re-admit the host.
+ *
+ * The statements are db/'s (db/hosts.ts, db/vmms.ts); the fence is one transaction.
  */
 import { activityInfo, getClient } from '@temporalio/activity'
+import type { HostFencingActivities } from '../contract/activities.js'
+import { reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
+import { readmitFencedHost, setHostLost } from '../db/hosts.js'
 import { inTransaction, type Pool } from '../db/pool.js'
-import { VMM_COLUMNS, toVmm } from '../db/rows.js'
+import { fenceVmmsOnHost, markVmmFenced, unfencedLostVmmsOn } from '../db/vmms.js'
 import { concludedReport, type VmmRecord } from '../domain/vmm.js'
-import { reportDelivery, WORKFLOW_TYPES } from '../workflows/definitions.js'
 import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
 const LOST_REASON = 'host declared lost by an operator; VMM fenced'
@@ -31,15 +35,9 @@ const LOST_REASON = 'host declared lost by an operator; VMM fenced'
 /** Fences the host and its live VMMs; returns every VMM its loss fenced that its agent has not destroyed yet. */
 async function markHostLost (pool: Pool, hostId: string): Promise<VmmRecord[]> {
   return await inTransaction(pool, async (tx) => {
-    await tx.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1 AND status <> 'lost'", [hostId])
-    await tx.query(
-      `UPDATE vmms v SET state = 'lost', reason = $2, destroyed_at = now(), updated_at = now()
-        WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')`,
-      [hostId, LOST_REASON]
-    )
-    await tx.query('DELETE FROM reservations WHERE host_id = $1', [hostId])
-    const { rows } = await tx.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.host_id = $1 AND v.state = 'lost' AND v.fenced_at IS NULL`, [hostId])
-    return rows.map(toVmm)
+    await setHostLost(tx, hostId)
+    await fenceVmmsOnHost(tx, hostId, LOST_REASON)
+    return await unfencedLostVmmsOn(tx, hostId)
   })
 }
 
@@ -48,7 +46,7 @@ export async function tellLost (vmm: VmmRecord): Promise<void> {
   await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), activityInfo().taskQueue))
 }
 
-export function createHostFencing (deps: AgentCallDependencies) {
+export function createHostFencing (deps: AgentCallDependencies): HostFencingActivities {
   const { pool, client: agentClient } = deps
   return {
     /**
@@ -56,31 +54,25 @@ export function createHostFencing (deps: AgentCallDependencies) {
      * `byInstanceId` (whose execution asked and takes the answer). Returns the VMMs its loss
      * fenced. Safe to retry (module comment).
      */
-    async declareHostLost (hostId: string, byInstanceId: string | null): Promise<VmmRecord[]> {
+    async declareHostLost (hostId, byInstanceId) {
       const lost = await markHostLost(pool, hostId)
       for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) await tellLost(vmm)
       return lost
     },
 
     /** Destroys, through the returned agent, every lost VMM of the host not yet fenced. */
-    async fenceLostVmms (hostId: string): Promise<number> {
-      const { rows } = await pool.query("SELECT id FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL", [hostId])
-      for (const { id } of rows) {
+    async fenceLostVmms (hostId) {
+      const unfenced = await unfencedLostVmmsOn(pool, hostId)
+      for (const { id } of unfenced) {
         await onAgent(deps, hostId, (agentUrl) => agentClient.destroyVmm(agentUrl, id))
-        await pool.query('UPDATE vmms SET fenced_at = now() WHERE id = $1', [id])
+        await markVmmFenced(pool, id)
       }
-      return rows.length
+      return unfenced.length
     },
 
     /** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced. */
-    async readmitHost (hostId: string): Promise<boolean> {
-      const { rowCount } = await pool.query(
-        `UPDATE hosts SET status = 'active', status_since = now()
-          WHERE id = $1 AND status = 'lost'
-            AND NOT EXISTS (SELECT 1 FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL)`,
-        [hostId]
-      )
-      return rowCount === 1
+    async readmitHost (hostId) {
+      return await readmitFencedHost(pool, hostId)
     }
   }
 }

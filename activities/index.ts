@@ -1,40 +1,19 @@
 /**
  * All of vmplane's activities, built around the worker's shared resources (Temporal samples'
- * `createActivities` pattern). Workflows import only the type.
+ * `createActivities` pattern), as the contract types them (contract/activities.ts): the workflows
+ * import only the contract, never this.
  */
+import type { Activities, OperationSettings } from '../contract/activities.js'
 import type { Pool } from '../db/pool.js'
-import type { HostAnnouncement } from '../domain/host.js'
-import type { RestartBackoff } from '../domain/instance-rules.js'
-import type { MigrationSettings } from '../domain/migration.js'
-import type { VmmReport } from '../domain/vmm.js'
-import { HostAgentClient } from './host-agent-client.js'
+import { HostAgentClient } from '../http/host-agent-client.js'
 import { createHostAgentCalls } from './host-agent-calls.js'
 import { createDrains } from './drains.js'
 import { createHostFencing } from './host-fencing.js'
 import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
-import type { NewInstance } from '../domain/requests.js'
-import { openInstance, readMigration, recordInstanceChange, type InstanceChange, type InstanceSnapshot } from './instance-records.js'
-import { placeVmm, recordVmmObservations, type PlacementRequest } from './vmm-records.js'
-
-/** Durations the workflows need; from the worker's configuration, recorded in history. */
-export interface OperationSettings extends RestartBackoff {
-  bootTimeoutMs: number
-  placementTimeoutMs: number
-  killBackstopMs: number
-  hostUnreachableAfterMs: number
-  /** How old an orphan VMM or a stray process must be before the reconciler reaps it. */
-  orphanGraceMs: number
-  /** Absent in histories recorded before live migration existed, whose executions never migrate. */
-  migration: MigrationSettings
-  /** When a halt continues as new (workflows/execution.ts); absent in histories recorded before it did. */
-  history?: HistoryLimits
-}
-
-export interface HistoryLimits {
-  continueAsNewAfterEvents: number
-  minGrowthEvents: number
-}
+import { openInstance, readMigration, recordInstanceChange } from './instance-records.js'
+import { recordVmmObservations } from './vmm-observations.js'
+import { placeVmm } from './vmm-records.js'
 
 export interface ActivityDependencies {
   pool: Pool
@@ -43,7 +22,7 @@ export interface ActivityDependencies {
   settings: OperationSettings
 }
 
-export function createActivities (deps: ActivityDependencies) {
+export function createActivities (deps: ActivityDependencies): Activities {
   const { pool } = deps
   const agentCalls = {
     pool,
@@ -51,30 +30,28 @@ export function createActivities (deps: ActivityDependencies) {
     unreachableAfterMs: deps.settings.hostUnreachableAfterMs
   }
   return {
-    async operationSettings (): Promise<OperationSettings> {
+    async operationSettings () {
       return deps.settings
     },
-    /** What an instance's execution begins with: the settings, and the instance (created if asked). */
-    async openExecution (instanceId: string, create?: NewInstance): Promise<{ settings: OperationSettings, snapshot: InstanceSnapshot | null }> {
+    async openExecution (instanceId, create) {
       return { settings: deps.settings, snapshot: await openInstance(pool, instanceId, create) }
     },
-    /** A live migration as recorded, for a migrate execution to resume from (workflows/migrate.ts). */
-    async readMigration (migrationId: string) {
+    async readMigration (migrationId) {
       return await readMigration(pool, migrationId)
     },
-    async recordInstanceChange (change: InstanceChange) {
+    async recordInstanceChange (change) {
       return await recordInstanceChange(pool, change)
     },
-    async placeVmm (request: PlacementRequest) {
+    async placeVmm (request) {
       return await placeVmm(pool, request)
     },
-    async recordVmmObservations (instanceId: string, reports: VmmReport[]) {
+    async recordVmmObservations (instanceId, reports) {
       return await recordVmmObservations(pool, instanceId, reports)
     },
-    async recordHostHeartbeat (announcement: HostAnnouncement) {
+    async recordHostHeartbeat (announcement) {
       return await recordHostHeartbeat(pool, announcement)
     },
-    async markHostUnreachable (hostId: string, lastHeardAt: string | null) {
+    async markHostUnreachable (hostId, lastHeardAt) {
       await markHostUnreachable(pool, hostId, lastHeardAt)
     },
     ...createDrains(pool),
@@ -83,5 +60,3 @@ export function createActivities (deps: ActivityDependencies) {
     ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })
   }
 }
-
-export type Activities = ReturnType<typeof createActivities>

@@ -19,106 +19,28 @@
  * A change also carries the VMM reports the execution received since its last write, applied
  * first in the same transaction, so an instance never shows a state its VMM's record does not
  * back.
+ *
+ * The statements are db/'s (one repository a table, docs/design.md §9); this module decides which
+ * of them a change runs, all in one transaction.
  */
 import { ApplicationFailure } from '@temporalio/activity'
-import { v5 as uuidv5 } from 'uuid'
-import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
-import { INSTANCE_COLUMNS, VMM_COLUMNS, toInstance, toVmm } from '../db/rows.js'
-import { insertInstance } from '../db/instances.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationUpdate, RecordedMigration } from '../contract/records.js'
+import { appendEvent, isEventRecorded } from '../db/instance-events.js'
+import { insertInstance, lockInstance, readInstance, releaseDevicesOf, updateRuntimeFields } from '../db/instances.js'
+import { advanceMigration, insertMigration, readMigrationRow } from '../db/live-migrations.js'
+import { upsertOperation } from '../db/operations.js'
+import { inTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js'
+import { liveVmmsOf, readVmms, releaseReservationsOfInstance } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { EventKind } from '../domain/event.js'
-import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
-import type { MigrationStatus } from '../domain/migration.js'
-import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
 import type { NewInstance } from '../domain/requests.js'
-import type { VmmRecord, VmmReport } from '../domain/vmm.js'
-import { applyObservations } from './vmm-records.js'
+import type { VmmRecord } from '../domain/vmm.js'
+import { eventIdOf } from './instance-events.js'
+import { applyObservations } from './vmm-observations.js'
 
-export interface InstanceSnapshot {
-  instance: Instance
-  /** The instance's VMMs that are not confirmed gone, oldest first. */
-  liveVmms: VmmRecord[]
-  activeVmm: VmmRecord | null
-}
-
-export interface OperationUpdate {
-  id: string
-  kind: OperationKind
-  status: OperationStatus
-  error?: OperationError | null
-  workflowId: string
-  runId: string
-}
-
-/** The instance's fields a change may set. */
-export interface InstanceFields {
-  state?: InstanceState
-  intendedState?: IntendedState
-  activeVmmId?: string | null
-  lastError?: InstanceError | null
-  restartAttempts?: number
-  restartAt?: string | null
-  /** Marks the instance destroyed and releases what its VMMs still hold. */
-  destroyed?: boolean
-}
-
-/** The event a change appends. */
-export interface ChangeEvent {
-  kind: EventKind
-  message: string
-  details?: Record<string, unknown>
-  vmmId?: string | null
-}
-
-/**
- * A step of a live migration (workflows/migrate.ts). The first one, `reserving`, names the source;
- * the target is named by its placement. The phase only moves forward and, once over, stays.
- */
-export interface MigrationUpdate {
-  id: string
-  phase: MigrationStatus
-  reason?: string | null
-  /** The first update's: where the VM is, and the host the request named. */
-  source?: { vmmId: string, hostId: string, requestedHostId: string | null }
-  cancelRequested?: boolean
-}
-
-export interface InstanceChange extends ChangeEvent {
-  instanceId: string
-  /** What the change decides (domain/decisions.ts); a change whose key is recorded was made. */
-  decision: string
-  set?: InstanceFields
-  operation?: OperationUpdate
-  migration?: MigrationUpdate
-  /** VMM reports received since the execution's last write, applied first. */
-  observations?: VmmReport[]
-}
-
-export interface ChangeResult {
-  snapshot: InstanceSnapshot
-  /** The VMM records the observations left, whether or not they were applied. */
-  vmms: VmmRecord[]
-  /** The decision had been recorded before: nothing was changed this time. */
-  madeBefore: boolean
-}
-
-/** The event ID that records a decision: the same key always gives the same ID. */
-export function eventIdOf (decision: string): string {
-  return uuidv5(decision, EVENT_NAMESPACE)
-}
-const EVENT_NAMESPACE = '5b0d6c4e-7a51-4f0e-9d4b-2f7f0c8c1e93'
-
-export async function readSnapshot (db: Pool | PoolClient, instanceId: string): Promise<InstanceSnapshot | null> {
-  const { rows } = await db.query(`SELECT ${INSTANCE_COLUMNS} FROM instances i WHERE i.id = $1`, [instanceId])
-  if (rows.length === 0) return null
-  const instance = toInstance(rows[0])
-  const vmms = await db.query(
-    `SELECT ${VMM_COLUMNS} FROM vmms v
-      WHERE v.instance_id = $1 AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = $2)
-      ORDER BY v.created_at`,
-    [instanceId, instance.activeVmmId]
-  )
-  const all = vmms.rows.map(toVmm)
+export async function readSnapshot (db: Queryable, instanceId: string): Promise<InstanceSnapshot | null> {
+  const instance = await readInstance(db, instanceId)
+  if (instance === null) return null
+  const all = await liveVmmsOf(db, instanceId, instance.activeVmmId)
   return {
     instance,
     liveVmms: all.filter((v) => v.state !== 'destroyed' && v.state !== 'failed' && v.state !== 'lost'),
@@ -159,13 +81,12 @@ export async function recordInstanceChange (pool: Pool, change: InstanceChange):
 /** Applies a change inside a transaction of the caller's (placement makes one with the VMM's row). */
 export async function applyInstanceChange (tx: PoolClient, change: InstanceChange): Promise<ChangeResult> {
   const vmms = await applyObservations(tx, change.instanceId, change.observations ?? [])
-  const locked = await tx.query('SELECT destroyed_at FROM instances WHERE id = $1 FOR UPDATE', [change.instanceId])
-  if (locked.rowCount === 0) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
+  const locked = await lockInstance(tx, change.instanceId)
+  if (locked === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
   const eventId = eventIdOf(change.decision)
-  const made = await tx.query('SELECT 1 FROM instance_events WHERE id = $1', [eventId])
-  const madeBefore = made.rowCount !== 0
+  const madeBefore = await isEventRecorded(tx, eventId)
   if (!madeBefore) {
-    if (locked.rows[0].destroyed_at === null) await updateInstance(tx, change)
+    if (!locked.destroyed) await updateInstance(tx, change)
     if (change.operation !== undefined) await upsertOperation(tx, change.instanceId, change.operation)
     if (change.migration !== undefined) await upsertMigration(tx, change.instanceId, change.migration)
     await appendEvent(tx, { ...change, eventId, operationId: change.operation?.id ?? null })
@@ -177,132 +98,28 @@ export async function applyInstanceChange (tx: PoolClient, change: InstanceChang
 
 async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<void> {
   const set = change.set ?? {}
-  await tx.query(
-    `UPDATE instances SET
-        state = COALESCE($2, state),
-        intended_state = COALESCE($3, intended_state),
-        active_vmm_id = CASE WHEN $4 THEN $5::uuid ELSE active_vmm_id END,
-        last_error = CASE WHEN $6 THEN $7::jsonb ELSE last_error END,
-        destroyed_at = CASE WHEN $8 THEN now() ELSE destroyed_at END,
-        restart_attempts = COALESCE($9, restart_attempts),
-        restart_at = CASE WHEN $10 THEN $11::timestamptz ELSE restart_at END,
-        generation = generation + 1,
-        updated_at = now()
-      WHERE id = $1`,
-    [
-      change.instanceId,
-      set.state ?? null,
-      set.intendedState ?? null,
-      set.activeVmmId !== undefined,
-      set.activeVmmId ?? null,
-      set.lastError !== undefined,
-      set.lastError === undefined || set.lastError === null ? null : JSON.stringify(set.lastError),
-      set.destroyed === true,
-      set.restartAttempts ?? null,
-      set.restartAt !== undefined,
-      set.restartAt ?? null
-    ]
-  )
+  await updateRuntimeFields(tx, change.instanceId, set)
   if (set.destroyed === true) {
     // The instance's VMMs are confirmed gone (the halt saw to it): what they held is free again,
     // its disks' space and its interfaces' addresses and MACs too.
-    await tx.query('DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.instance_id = $1', [change.instanceId])
-    await tx.query('UPDATE disks SET destroyed_at = now() WHERE instance_id = $1 AND destroyed_at IS NULL', [change.instanceId])
-    await tx.query('UPDATE interfaces SET released_at = now() WHERE instance_id = $1 AND released_at IS NULL', [change.instanceId])
+    await releaseReservationsOfInstance(tx, change.instanceId)
+    await releaseDevicesOf(tx, change.instanceId)
   }
-}
-
-/** Appends an event, stamped with the instance's state as it now is; once per event ID. */
-export async function appendEvent (
-  tx: Pool | PoolClient,
-  event: ChangeEvent & { instanceId: string, eventId: string, operationId?: string | null }
-): Promise<void> {
-  await tx.query(
-    `INSERT INTO instance_events (id, instance_id, kind, state, operation_id, vmm_id, message, details)
-     SELECT $1, i.id, $3, i.state, $4, $5, $6, $7 FROM instances i WHERE i.id = $2
-     ON CONFLICT (id) DO NOTHING`,
-    [
-      event.eventId,
-      event.instanceId,
-      event.kind,
-      event.operationId ?? null,
-      event.vmmId ?? null,
-      event.message,
-      event.details === undefined ? null : JSON.stringify(event.details)
-    ]
-  )
-}
-
-/**
- * The API inserts an operation's row when it accepts the request; the workflow upserts it, so
- * the row exists even if the API died between starting the workflow and writing it. An outcome
- * once recorded is final: a later change cannot turn a finished operation back to running, nor
- * give it another outcome.
- */
-async function upsertOperation (tx: PoolClient, instanceId: string, op: OperationUpdate): Promise<void> {
-  const finished = op.status !== 'running'
-  await tx.query(
-    `INSERT INTO operations (id, instance_id, kind, status, error, workflow_id, run_id, finished_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $8 THEN now() END)
-     ON CONFLICT (id) DO UPDATE SET
-       status = EXCLUDED.status,
-       error = EXCLUDED.error,
-       run_id = EXCLUDED.run_id,
-       finished_at = EXCLUDED.finished_at
-     WHERE operations.finished_at IS NULL`,
-    [op.id, instanceId, op.kind, op.status, op.error == null ? null : JSON.stringify(op.error), op.workflowId, op.runId, finished]
-  )
-}
-
-/** A live migration as recorded, with both its VMMs' records: what a migrate execution resumes from. */
-export interface RecordedMigration {
-  id: string
-  phase: MigrationStatus
-  reason: string | null
-  cancelRequested: boolean
-  source: VmmRecord
-  target: VmmRecord | null
 }
 
 export async function readMigration (db: Pool, migrationId: string): Promise<RecordedMigration | null> {
-  const { rows } = await db.query('SELECT phase, reason, cancel_requested_at, source_vmm_id, target_vmm_id FROM migrations WHERE id = $1', [migrationId])
-  if (rows.length === 0) return null
-  const [row] = rows
-  const vmms = await db.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.id = ANY($1::uuid[])`, [[row.source_vmm_id, row.target_vmm_id].filter((id) => id !== null)])
-  const vmm = (id: string | null): VmmRecord | null => {
-    const found = vmms.rows.find((r) => r.id === id)
-    return found === undefined ? null : toVmm(found)
-  }
-  return { id: migrationId, phase: row.phase, reason: row.reason, cancelRequested: row.cancel_requested_at !== null, source: vmm(row.source_vmm_id)!, target: vmm(row.target_vmm_id) }
+  const row = await readMigrationRow(db, migrationId)
+  if (row === null) return null
+  const vmms = await readVmms(db, [row.sourceVmmId, row.targetVmmId].filter((id) => id !== null))
+  const vmm = (id: string | null): VmmRecord | null => vmms.find((v) => v.id === id) ?? null
+  return { id: migrationId, phase: row.phase, reason: row.reason, cancelRequested: row.cancelRequested, source: vmm(row.sourceVmmId)!, target: vmm(row.targetVmmId) }
 }
-
-/** The phases in the order a migration goes through them; the four last are its ends. */
-const MIGRATION_ORDER = "ARRAY['reserving', 'preparing', 'sending', 'committed', 'succeeded', 'failed', 'cancelled', 'aborted']"
 
 /**
  * Records a migration's step: inserted at its first (`reserving`, naming the source), then moved
  * forward only, and never once it is over, so a late or repeated step cannot undo a later one.
  */
 async function upsertMigration (tx: PoolClient, instanceId: string, update: MigrationUpdate): Promise<void> {
-  const over = ['succeeded', 'failed', 'cancelled', 'aborted'].includes(update.phase)
-  const values = [update.id, update.phase, update.reason ?? null, update.cancelRequested === true, over]
-  if (update.source !== undefined) {
-    await tx.query(
-      `INSERT INTO migrations (id, instance_id, source_vmm_id, source_host_id, requested_host_id, phase)
-       VALUES ($1, $2, $3, $4, $5, 'reserving') ON CONFLICT (id) DO NOTHING`,
-      [update.id, instanceId, update.source.vmmId, update.source.hostId, update.source.requestedHostId]
-    )
-  }
-  await tx.query(
-    `UPDATE migrations SET
-       phase = $2,
-       reason = COALESCE($3, reason),
-       cancel_requested_at = CASE WHEN $4 THEN COALESCE(cancel_requested_at, now()) ELSE cancel_requested_at END,
-       committed_at = CASE WHEN $2 = 'committed' THEN COALESCE(committed_at, now()) ELSE committed_at END,
-       finished_at = CASE WHEN $5 THEN now() END,
-       updated_at = now()
-     WHERE id = $1 AND finished_at IS NULL
-       AND array_position(${MIGRATION_ORDER}, $2::text) >= array_position(${MIGRATION_ORDER}, phase)`,
-    values
-  )
+  if (update.source !== undefined) await insertMigration(tx, { id: update.id, instanceId, source: update.source })
+  await advanceMigration(tx, update)
 }

@@ -27,161 +27,46 @@
  * the grace period (their rows come before them, and go after them, so none of these can be in
  * use). Then leaked reservations, addresses and disk space (held for a destroyed instance) are
  * released and expired idempotency keys dropped. Every pass records what it found and did.
+ *
+ * The passes over a host and over the storage are host-reconciliation.ts's; what each mends is
+ * decided in domain/reconciliation.ts. The statements are db/'s, in the repository of the table
+ * each reads or writes.
  */
 import { activityInfo, getClient, log } from '@temporalio/activity'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client'
-import { insertOperation } from '../db/operations.js'
-import type { Pool } from '../db/pool.js'
-import { VMM_COLUMNS, toVmm } from '../db/rows.js'
-import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
-import { instanceWorkflowId } from '../domain/ids.js'
-import type { InstanceState, IntendedState } from '../domain/instance.js'
-import { convergenceFor } from '../domain/instance-rules.js'
-import { concludedReport, isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import type { ReconcilerActivities } from '../contract/activities.js'
+import { haltRequestedSignal } from '../contract/messages.js'
+import { operationStart, WORKFLOW_TYPES } from '../contract/workflows.js'
+import { activeHostIds } from '../db/hosts.js'
+import { purgeExpiredKeys } from '../db/idempotency-keys.js'
+import { instancesNotMeetingIntent, releaseDevicesOfDestroyedInstances } from '../db/instances.js'
+import { liveMigrationOf } from '../db/live-migrations.js'
 import {
-  haltRequestedSignal,
-  operationStart,
-  reportDelivery,
-  WORKFLOW_TYPES
-} from '../workflows/definitions.js'
-import type { MigrateRequest, OperationRequest } from '../domain/requests.js'
-import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
+  closeOperationAsInterrupted, insertOperation, operationsInFlightFor, operationsInFlightOf, type OperationInFlight
+} from '../db/operations.js'
+import type { Pool } from '../db/pool.js'
+import { insertReconcilePass } from '../db/reconcile-passes.js'
+import { activeVmmsLostUnnoticed, releaseReservationsOfGoneVmms } from '../db/vmms.js'
+import { instanceWorkflowId } from '../domain/ids.js'
+import { convergenceFor } from '../domain/instance-rules.js'
+import type { OperationRequest } from '../domain/requests.js'
 import { tellLost } from './host-fencing.js'
+import { reconcileHost, reconcileStorage, type ReconcilerDependencies } from './host-reconciliation.js'
 
-/** Counts of what a pass found and did, by kind. */
-export type ReconcileCounts = Record<string, number>
-
-export interface HostReconciliation {
-  hostId: string
-  reachable: boolean
-  counts: ReconcileCounts
-  actions: string[]
-}
-
-export interface DriftedInstance {
-  id: string
-  name: string
-  state: InstanceState
-  intendedState: IntendedState
-  stopGraceSeconds: number
-}
-
-export interface ReconcilePass {
-  id: string
-  startedAt: string
-  counts: ReconcileCounts
-  actions: string[]
-}
-
-/** Actions listed per pass at most (the counts are complete). */
-const MAX_ACTIONS = 100
-
-interface ReconcilerDependencies extends AgentCallDependencies {
-  orphanGraceMs: number
-}
-
-export function createReconciler (deps: ReconcilerDependencies) {
-  const { pool, client: agents } = deps
-
-  async function report (vmmReport: VmmReport): Promise<void> {
-    await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(vmmReport, activityInfo().taskQueue))
-  }
-
+export function createReconciler (deps: ReconcilerDependencies): ReconcilerActivities {
+  const { pool } = deps
   return {
-    async reconcilableHosts (): Promise<string[]> {
-      const { rows } = await pool.query("SELECT id FROM hosts WHERE status = 'active' ORDER BY id")
-      return rows.map((row) => row.id)
+    async reconcilableHosts () {
+      return await activeHostIds(pool)
     },
 
-    async reconcileHost (hostId: string): Promise<HostReconciliation> {
-      const result = new Tally(hostId)
-      const { count } = result
-      const act = result.act.bind(result)
-      let vmms: VmmView[]
-      let strays: StrayView[]
-      let taps: TapView[]
-      try {
-        vmms = await onAgent(deps, hostId, (url) => agents.listVmms(url))
-        strays = await onAgent(deps, hostId, (url) => agents.listStrays(url))
-        taps = await onAgent(deps, hostId, (url) => agents.listTaps(url))
-      } catch {
-        return result.unreachable()
-      }
-      const known = await knownVmms(pool, hostId, vmms.map((v) => v.id))
-      const now = Date.now()
-      const young = (since: string): boolean => now - Date.parse(since) < deps.orphanGraceMs
-
-      for (const view of vmms) {
-        const row = known.get(view.id)
-        if (!isTerminalVmmState(view.state) && (row === undefined || isTerminalVmmState(row.vmm.state) || row.instanceDestroyed)) {
-          if (young(view.createdAt)) { count('orphansWaiting'); continue }
-          const why = row === undefined
-            ? 'unknown to the control plane'
-            : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
-          await act('orphansReaped', `reaping orphan VMM ${view.id} of instance ${view.instanceId} on ${hostId}: ${why}`,
-            { vmmId: view.id, instanceId: view.instanceId }, () => onAgent(deps, hostId, (url) => agents.destroyVmm(url, view.id)))
-        } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
-          await act('reportsResent', `reporting VMM ${view.id} again: the agent is at generation ${view.generation}, PostgreSQL at ${row.vmm.generation}`,
-            { vmmId: view.id, instanceId: view.instanceId }, () => report(toReport(view, hostId)))
-        }
-      }
-      const onAgentNow = new Set(vmms.map((v) => v.id))
-      for (const { vmm } of known.values()) {
-        // A VMM its host has never reported may not be there yet: the start that placed it is
-        // still on its way to the agent, and its own boot deadline ends it if it never arrives.
-        if (isTerminalVmmState(vmm.state) || onAgentNow.has(vmm.id) || vmm.generation === 0 || young(vmm.createdAt)) continue
-        // The inventory was read before PostgreSQL: a VMM created on the agent in between, and
-        // reported, is missing from it (the 4,000-instance campaign failed a running VM so). Only
-        // the agent's answer about this VMM, now, says it is gone; no answer says nothing.
-        const asked = await onAgent(deps, hostId, (url) => agents.findVmm(url, vmm.id)).catch(() => undefined)
-        if (asked !== null) continue
-        await act('vmmsGone', `reporting VMM ${vmm.id} of instance ${vmm.instanceId} gone: ${hostId} has no record of it`,
-          { vmmId: vmm.id, instanceId: vmm.instanceId }, () => report(concludedReport(vmm, 'destroyed', 'the host agent has no record of this VMM (found by the reconciler)', new Date().toISOString())))
-      }
-      for (const stray of strays) {
-        if (young(stray.startedAt)) { count('straysWaiting'); continue }
-        await act('straysReaped', `reaping stray VMM process ${stray.pid} on ${hostId} (${stray.apiSocket}): no record owns it`,
-          {}, () => onAgent(deps, hostId, (url) => agents.reapStray(url, stray)))
-      }
-      for (const tap of taps) {
-        if (tap.vmmId !== null) continue
-        await act('tapsReaped', `removing TAP ${tap.name} on ${hostId}: no live VMM has it`,
-          {}, () => onAgent(deps, hostId, (url) => agents.removeTap(url, tap.name)))
-      }
-      return result.done()
+    async reconcileHost (hostId) {
+      return await reconcileHost(deps, hostId)
     },
 
     /** The storage every host mounts, read through `hostId`'s agent (see the module comment). */
-    async reconcileStorage (hostId: string): Promise<HostReconciliation> {
-      const result = new Tally(hostId)
-      let listing: StorageListing
-      try {
-        listing = await onAgent(deps, hostId, (url) => agents.listStorage(url))
-      } catch {
-        return result.unreachable()
-      }
-      const liveDisks = new Set((await pool.query('SELECT id FROM disks WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
-        [listing.disks.map((disk) => disk.diskId)])).rows.map((row) => row.id as string))
-      const liveInstances = new Set((await pool.query('SELECT id FROM instances WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])',
-        [listing.seeds.map((seed) => seed.instanceId)])).rows.map((row) => row.id as string))
-      const orphans = [
-        ...listing.disks.filter((disk) => !liveDisks.has(disk.diskId))
-          .map((disk) => ({ kind: 'disks' as const, counted: 'disksReaped', name: disk.diskId, modifiedAt: disk.modifiedAt, why: 'no live disk is recorded with its ID' })),
-        ...listing.seeds.filter((seed) => !liveInstances.has(seed.instanceId))
-          .map((seed) => ({ kind: 'seeds' as const, counted: 'seedsReaped', name: seed.instanceId, modifiedAt: seed.modifiedAt, why: 'its instance is not live' })),
-        ...listing.partial
-          .map((file) => ({ kind: 'partial' as const, counted: 'partialFilesReaped', name: file.name, modifiedAt: file.modifiedAt, why: 'left half-made' }))
-      ]
-      const now = Date.now()
-      for (const orphan of orphans) {
-        if (now - Date.parse(orphan.modifiedAt) < deps.orphanGraceMs) {
-          result.count('storageWaiting')
-          continue
-        }
-        await result.act(orphan.counted, `removing ${orphan.kind}/${orphan.name} from the storage: ${orphan.why}`,
-          {}, () => onAgent(deps, hostId, (url) => agents.removeStored(url, orphan.kind, orphan.name)))
-      }
-      return result.done()
+    async reconcileStorage (hostId) {
+      return await reconcileStorage(deps, hostId)
     },
 
     /**
@@ -189,35 +74,18 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's end releases them in the same transaction, so this finds none unless that was
      * bypassed).
      */
-    async releaseLeakedAddresses (): Promise<number> {
-      const addresses = await pool.query(
-        'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
-      )
-      const disks = await pool.query(
-        'UPDATE disks d SET destroyed_at = now() FROM instances i WHERE d.instance_id = i.id AND i.destroyed_at IS NOT NULL AND d.destroyed_at IS NULL'
-      )
-      return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0)
+    async releaseLeakedAddresses () {
+      return await releaseDevicesOfDestroyedInstances(pool)
     },
 
     /** Instances whose state does not meet their intent, untouched for the grace period. */
-    async driftedInstances (): Promise<DriftedInstance[]> {
-      const { rows } = await pool.query(
-        `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
-          WHERE i.updated_at < now() - $1 * interval '1 millisecond'
-            AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting', 'migrating')
-              OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
-              OR (i.intended_state = 'stopped' AND i.state = 'running')
-              OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
-          ORDER BY i.updated_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
-      return rows
-        .map((row) => ({ id: row.id, name: row.name, state: row.state, intendedState: row.intended_state, stopGraceSeconds: row.stop_grace_seconds }))
+    async driftedInstances () {
+      return (await instancesNotMeetingIntent(pool, deps.orphanGraceMs))
         .filter((i) => convergenceFor(i.state, i.intendedState) !== null)
     },
 
     /** Re-drives one instance's intent unless a workflow runs for it; what was done, or null. */
-    async redriveInstance (instance: DriftedInstance, operationId: string): Promise<string | null> {
+    async redriveInstance (instance, operationId) {
       const temporal = getClient()
       const workflowId = instanceWorkflowId(instance.id)
       if (await workflowRunning(workflowId)) return null
@@ -255,15 +123,9 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * instance's workflow ID (one failed, or was terminated by an operator): closed as
      * interrupted, so that every accepted request ends in a recorded outcome (I5).
      */
-    async closeAbandonedOperations (): Promise<string[]> {
-      const { rows } = await pool.query(
-        `SELECT ${OPERATION_IN_FLIGHT} FROM operations
-          WHERE finished_at IS NULL AND started_at < now() - $1 * interval '1 millisecond'
-          ORDER BY started_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
+    async closeAbandonedOperations () {
       const closed: string[] = []
-      for (const op of rows as OperationInFlight[]) {
+      for (const op of await operationsInFlightFor(pool, deps.orphanGraceMs)) {
         if (!await closeIfAbandoned(pool, op, 'no workflow was running this operation any more (found by the reconciler)')) continue
         const action = `closed ${op.kind} operation ${op.id} of instance ${op.instance_id} as interrupted: no workflow runs it`
         log.warn(action, { instanceId: op.instance_id })
@@ -277,20 +139,11 @@ export function createReconciler (deps: ReconcilerDependencies) {
      * live (the fan-out's signal never reached them, activities/host-fencing.ts): told again,
      * once untouched for the grace period.
      */
-    async retellHostLosses (): Promise<string[]> {
-      const { rows } = await pool.query(
-        `SELECT ${VMM_COLUMNS}, i.name AS instance_name FROM instances i JOIN vmms v ON v.id = i.active_vmm_id
-          WHERE v.state = 'lost' AND i.destroyed_at IS NULL
-            AND i.state IN ('starting', 'running', 'rebooting', 'stopping', 'migrating')
-            AND i.updated_at < now() - $1 * interval '1 millisecond'
-          ORDER BY i.updated_at LIMIT 500`,
-        [deps.orphanGraceMs]
-      )
+    async retellHostLosses () {
       const told: string[] = []
-      for (const row of rows) {
-        const vmm = toVmm(row)
+      for (const { vmm, instanceName } of await activeVmmsLostUnnoticed(pool, deps.orphanGraceMs)) {
         await tellLost(vmm)
-        const action = `told instance ${row.instance_name} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
+        const action = `told instance ${instanceName} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
         log.warn(action, { instanceId: vmm.instanceId })
         told.push(action)
       }
@@ -298,62 +151,17 @@ export function createReconciler (deps: ReconcilerDependencies) {
     },
 
     /** Reservations still held for VMMs that are gone. */
-    async releaseLeakedReservations (): Promise<number> {
-      const { rowCount } = await pool.query(
-        "DELETE FROM reservations r USING vmms v WHERE r.vmm_id = v.id AND v.state IN ('destroyed', 'failed', 'lost')"
-      )
-      return rowCount ?? 0
+    async releaseLeakedReservations () {
+      return await releaseReservationsOfGoneVmms(pool)
     },
 
-    async purgeIdempotencyKeys (): Promise<number> {
-      const { rowCount } = await pool.query("DELETE FROM idempotency_keys WHERE created_at < now() - interval '1 day'")
-      return rowCount ?? 0
+    async purgeIdempotencyKeys () {
+      return await purgeExpiredKeys(pool)
     },
 
-    async recordReconcilePass (pass: ReconcilePass): Promise<void> {
-      await pool.query(
-        'INSERT INTO reconcile_passes (id, started_at, counts, actions) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING',
-        [pass.id, pass.startedAt, JSON.stringify(pass.counts), JSON.stringify(pass.actions)]
-      )
+    async recordReconcilePass (pass) {
+      await insertReconcilePass(pool, pass)
     }
-  }
-}
-
-/** What one host's pass found and did: counts by kind, and the actions (at most MAX_ACTIONS). */
-class Tally {
-  readonly counts: ReconcileCounts = {}
-  readonly actions: string[] = []
-
-  constructor (readonly hostId: string) {}
-
-  readonly count = (kind: string): void => { this.counts[kind] = (this.counts[kind] ?? 0) + 1 }
-
-  /**
-   * Does one thing, logged before it is done with what it is about; one that fails is counted
-   * and left for the next pass.
-   */
-  async act (kind: string, action: string, about: { vmmId?: string, instanceId?: string }, deed: () => Promise<unknown>): Promise<void> {
-    log.warn(action, { hostId: this.hostId, ...about })
-    try {
-      await deed()
-      this.count(kind)
-      this.#note(action)
-    } catch (err) {
-      this.count('actionsFailed')
-      this.#note(`failed: ${action}: ${(err as Error).message}`)
-    }
-  }
-
-  done (): HostReconciliation {
-    return { hostId: this.hostId, reachable: true, counts: this.counts, actions: this.actions }
-  }
-
-  unreachable (): HostReconciliation {
-    return { hostId: this.hostId, reachable: false, counts: {}, actions: [] }
-  }
-
-  #note (action: string): void {
-    if (this.actions.length < MAX_ACTIONS) this.actions.push(action)
   }
 }
 
@@ -367,15 +175,6 @@ async function workflowRunning (workflowId: string, runId?: string): Promise<boo
   }
 }
 
-interface OperationInFlight {
-  id: string
-  kind: string
-  instance_id: string
-  workflow_id: string
-  run_id: string | null
-}
-const OPERATION_IN_FLIGHT = 'id, kind, instance_id, workflow_id, run_id'
-
 /**
  * Ends an operation in flight as interrupted, saying why, but only if it is abandoned: the run
  * that accepted it (or last recorded it) has closed and no run of its workflow ID is running.
@@ -385,41 +184,10 @@ const OPERATION_IN_FLIGHT = 'id, kind, instance_id, workflow_id, run_id'
 async function closeIfAbandoned (pool: Pool, op: OperationInFlight, why: string): Promise<boolean> {
   if (await workflowRunning(op.workflow_id)) return false
   if (op.run_id !== null && await workflowRunning(op.workflow_id, op.run_id)) return false
-  const { rowCount } = await pool.query(
-    `UPDATE operations SET status = 'failed', finished_at = now(), error = $3
-      WHERE id = $1 AND run_id IS NOT DISTINCT FROM $2 AND finished_at IS NULL`,
-    [op.id, op.run_id, JSON.stringify({ code: 'Interrupted', message: why })]
-  )
-  return rowCount === 1
+  return await closeOperationAsInterrupted(pool, op, why)
 }
 
 /** Closes the instance's operations in flight that no run carries any more (`closeIfAbandoned`). */
 async function closeAbandonedOperationsOf (pool: Pool, instanceId: string, why: string): Promise<void> {
-  const { rows } = await pool.query(`SELECT ${OPERATION_IN_FLIGHT} FROM operations WHERE instance_id = $1 AND finished_at IS NULL`, [instanceId])
-  for (const op of rows as OperationInFlight[]) await closeIfAbandoned(pool, op, why)
-}
-
-/** The request of the instance's migration that has not ended, to carry it on; null without one. */
-async function liveMigrationOf (pool: Pool, instanceId: string): Promise<MigrateRequest | null> {
-  const { rows } = await pool.query('SELECT id, requested_host_id, started_at FROM migrations WHERE instance_id = $1 AND finished_at IS NULL', [instanceId])
-  if (rows.length === 0) return null
-  const [row] = rows
-  return {
-    kind: 'migrate',
-    operationId: row.id,
-    instanceId,
-    requestedAt: new Date(row.started_at).toISOString(),
-    ...(row.requested_host_id === null ? {} : { targetHostId: row.requested_host_id })
-  }
-}
-
-/** The host's VMMs PostgreSQL holds as live, and those the agent listed, with their instances. */
-async function knownVmms (pool: Pool, hostId: string, listed: string[]): Promise<Map<string, { vmm: VmmRecord, instanceDestroyed: boolean }>> {
-  const { rows } = await pool.query(
-    `SELECT ${VMM_COLUMNS}, i.destroyed_at IS NOT NULL AS instance_destroyed
-       FROM vmms v JOIN instances i ON i.id = v.instance_id
-      WHERE v.host_id = $1 AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = ANY($2::uuid[]))`,
-    [hostId, listed]
-  )
-  return new Map(rows.map((row) => [row.id, { vmm: toVmm(row), instanceDestroyed: row.instance_destroyed }]))
+  for (const op of await operationsInFlightOf(pool, instanceId)) await closeIfAbandoned(pool, op, why)
 }

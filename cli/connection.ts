@@ -2,15 +2,14 @@
  * Where the API is and which token to show it. Each comes from the first of: the flag
  * (`--url`, `--token`), the environment (`VMPLANE_URL`, `VMPLANE_TOKEN`), the dev stack's data
  * directory (`VMPLANE_DATA_DIR`, default `.vmplane`, as `npm start` uses): `run/stack.json`, which
- * the running stack writes, then `api-token`, which outlives the stack.
+ * the running stack writes, then `api-token`, which outlives the stack (dev-stack-files.ts).
  *
  * The URL may be a list, separated by commas: the API's replicas, each tried in turn when another
  * cannot be reached (api-client.ts).
  */
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
-import { stackPaths } from '../scripts/dev-stack/data-dir.js'
-import { readStackFile, type StackInfo } from '../scripts/dev-stack/stack-file.js'
+import { DEFAULT_DATA_DIR, apiTokenPath, readStackFile, stackFilePath, type PublishedStack } from './dev-stack-files.js'
 import { UsageError } from './errors.js'
 
 export interface Connection {
@@ -25,10 +24,11 @@ export interface ConnectionFlags {
 }
 
 export async function resolveConnection (flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): Promise<Connection> {
-  const paths = stackPaths(resolve(env.VMPLANE_DATA_DIR ?? '.vmplane'))
+  const dataDir = resolve(env.VMPLANE_DATA_DIR ?? DEFAULT_DATA_DIR)
+  const paths = { stackFile: stackFilePath(dataDir), apiTokenFile: apiTokenPath(dataDir) }
   // Read lazily: with both flags given, nothing on disk matters. A missing or half-written file
   // counts as absent: the stack is not (yet) running.
-  let stack: Promise<StackInfo | null> | undefined
+  let stack: Promise<PublishedStack | null> | undefined
   const stackFile = async () => await (stack ??= readStackFile(paths.stackFile))
 
   const url = flags.url ?? nonEmpty(env.VMPLANE_URL) ?? (await stackFile())?.apiUrl

@@ -2,37 +2,27 @@
  * Every setting of every vmplane process, read from the environment and validated once at
  * start-up. A bad value stops the process with one line naming the variable and the problem.
  *
- * Each process reads only its own section: `apiConfig`, `workerConfig`, `agentConfig`,
- * `stackConfig`. The README's settings table lists the same variables.
+ * Each process reads only its own section: `apiConfig`, `workerConfig`, `agentConfig`. The dev
+ * stack, which is no part of a deployment, reads its own settings with the same pieces
+ * (stack/config.ts). The README's settings table lists the same variables.
  */
 import { cpus, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
-import { DEFAULT_STOP_GRACE_SECONDS } from '../domain/limits.js'
+import { DEFAULT_STOP_GRACE_SECONDS, HISTORY_LIMITS } from '../domain/limits.js'
 
-type Env = Record<string, string | undefined>
+export type Env = Record<string, string | undefined>
 
-const port = z.coerce.number().int().min(1).max(65535)
+export const port = z.coerce.number().int().min(1).max(65535)
 const seconds = z.coerce.number().positive()
 const count = z.coerce.number().int().positive()
 const token = z.string().min(16, 'must be at least 16 characters')
 /** A token that may be left out; empty counts as left out (Compose's `${VAR:-}`). */
-const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
+export const optionalToken = z.preprocess((value) => value === '' ? undefined : value, token.optional())
 const flag = z.enum(['0', '1', 'true', 'false']).transform((v) => v === '1' || v === 'true')
-/**
- * The dev stack's API or worker processes: as many as a machine's stack has any use for. Unset,
- * the dev shape runs one of each and the cluster shape two (stackConfig).
- */
-const replicas = z.coerce.number().int().min(1).max(8).optional()
-
-/** How many API and worker processes a stack of this shape runs unless told. */
-export function defaultReplicas (shape: 'dev' | 'cluster'): number {
-  return shape === 'cluster' ? 2 : 1
-}
-
-const DEFAULT_TEMPORAL_PORT = 7233
+export const DEFAULT_TEMPORAL_PORT = 7233
 /** Prometheus' conventional exporter port. */
-const DEFAULT_WORKER_METRICS_PORT = 9464
+export const DEFAULT_WORKER_METRICS_PORT = 9464
 
 const temporalSchema = z.object({
   VMPLANE_TEMPORAL_ADDRESS: z.string().optional(),
@@ -78,7 +68,8 @@ export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
-function parse<S extends z.ZodType> (schema: S, env: Env): z.infer<S> {
+/** The settings `schema` reads from `env`, or a ConfigError naming every variable that is wrong. */
+export function parseEnv<S extends z.ZodType> (schema: S, env: Env): z.infer<S> {
   const result = schema.safeParse(env)
   if (result.success) return result.data
   const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`)
@@ -96,8 +87,8 @@ export interface LogConfig {
   pretty: boolean
 }
 
-function temporalConfig (env: Env): TemporalConfig {
-  const t = parse(temporalSchema, env)
+export function temporalConfig (env: Env): TemporalConfig {
+  const t = parseEnv(temporalSchema, env)
   return {
     address: t.VMPLANE_TEMPORAL_ADDRESS ?? `127.0.0.1:${t.VMPLANE_TEMPORAL_PORT}`,
     namespace: t.VMPLANE_TEMPORAL_NAMESPACE,
@@ -106,17 +97,17 @@ function temporalConfig (env: Env): TemporalConfig {
 }
 
 function logConfig (env: Env): LogConfig {
-  const l = parse(logSchema, env)
+  const l = parseEnv(logSchema, env)
   return { level: l.VMPLANE_LOG_LEVEL, pretty: l.VMPLANE_LOG_PRETTY }
 }
 
-const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+export const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
 
 /** Read by the worker (which marks silent hosts) and the API (which shows failing contact). */
 const hostUnreachableSeconds = seconds.default(60)
 
 export function apiConfig (env: Env = process.env) {
-  const a = parse(
+  const a = parseEnv(
     z.object({
       VMPLANE_API_HOST: z.string().default('127.0.0.1'),
       VMPLANE_API_PORT: port.default(8080),
@@ -148,7 +139,7 @@ export function apiConfig (env: Env = process.env) {
 export type ApiConfig = ReturnType<typeof apiConfig>
 
 export function workerConfig (env: Env = process.env) {
-  const w = parse(
+  const w = parseEnv(
     z.object({
       DATABASE_URL: databaseUrl,
       VMPLANE_AGENT_TOKEN: token,
@@ -202,13 +193,8 @@ export function workerConfig (env: Env = process.env) {
       completionMsPerGiB: w.VMPLANE_MIGRATION_SECONDS_PER_GIB * 1000,
       downtimeMs: w.VMPLANE_MIGRATION_DOWNTIME_MS
     },
-    /**
-     * When a halt continues as new (workflows/execution.ts): once Temporal suggests it or its
-     * history reaches this many events, well below Temporal's limits (51,200 events, 10,000
-     * signals), and only once the run has added this many while the halt waited, so a run that
-     * continues as new never does so again at once.
-     */
-    history: { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 },
+    /** When a halt continues as new (domain/limits.ts). */
+    history: { ...HISTORY_LIMITS },
     /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
     metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),
@@ -218,7 +204,7 @@ export function workerConfig (env: Env = process.env) {
 export type WorkerConfig = ReturnType<typeof workerConfig>
 
 export function agentConfig (env: Env = process.env) {
-  const a = parse(
+  const a = parseEnv(
     z.object({
       VMPLANE_HOST_ID: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be a lower-case name like host-1'),
       VMPLANE_AGENT_HOST: z.string().default('127.0.0.1'),
@@ -283,86 +269,6 @@ export function agentConfig (env: Env = process.env) {
   }
 }
 export type AgentConfig = ReturnType<typeof agentConfig>
-
-/** How many ports the cluster shape's Temporal services take besides the frontend's gRPC port. */
-export const TEMPORAL_CLUSTER_PORTS = 8
-
-export function stackConfig (env: Env = process.env) {
-  const s = parse(
-    z.object({
-      VMPLANE_DATA_DIR: z.string().min(1).default('.vmplane'),
-      VMPLANE_HOSTS: z.coerce.number().int().min(1).max(64).default(2),
-      VMPLANE_TEMPORAL: z.enum(['dev', 'cluster']).default('dev'),
-      VMPLANE_TEMPORAL_PORT: port.default(DEFAULT_TEMPORAL_PORT),
-      VMPLANE_TEMPORAL_CLUSTER_PORT: z.coerce.number().int().min(1).max(65536 - TEMPORAL_CLUSTER_PORTS).optional(),
-      VMPLANE_TEMPORAL_UI_PORT: port.optional(),
-      VMPLANE_TEMPORAL_METRICS_PORT: port.optional(),
-      VMPLANE_TEMPORAL_DYNAMIC_CONFIG: z.enum(['tuned', 'default']).default('tuned'),
-      VMPLANE_PG_PORT: port.default(5433),
-      VMPLANE_API_PORT: port.default(8080),
-      VMPLANE_AGENT_PORT: port.default(7301),
-      VMPLANE_WORKER_METRICS_PORT: port.default(DEFAULT_WORKER_METRICS_PORT),
-      VMPLANE_API_REPLICAS: replicas,
-      VMPLANE_WORKER_REPLICAS: replicas,
-      DATABASE_URL: databaseUrl.optional(),
-      TEMPORAL_CLI: z.string().min(1).optional(),
-      VMPLANE_API_TOKEN: optionalToken,
-      VMPLANE_API_VIEWER_TOKEN: optionalToken,
-      VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional(),
-      // At least the first restart's delay (scripts/dev-stack/supervisor.ts).
-      VMPLANE_MAX_RESTART_DELAY_MS: z.coerce.number().int().min(250).max(600_000).default(10_000)
-    }).refine((settings) => settings.VMPLANE_TEMPORAL === 'dev' || settings.DATABASE_URL === undefined, {
-      path: ['VMPLANE_TEMPORAL'],
-      message: 'cluster runs Temporal on the stack\'s own PostgreSQL: leave DATABASE_URL unset'
-    }),
-    env
-  )
-  const temporal = temporalConfig(env)
-  return {
-    dataDir: resolve(s.VMPLANE_DATA_DIR),
-    hosts: s.VMPLANE_HOSTS,
-    /**
-     * `dev`: `temporal server start-dev` on SQLite, with its Web UI; `cluster`: Temporal's own
-     * server on the stack's PostgreSQL (scripts/dev-stack/temporal-cluster.ts), as deployed.
-     */
-    temporalShape: s.VMPLANE_TEMPORAL,
-    temporalPort: s.VMPLANE_TEMPORAL_PORT,
-    /**
-     * The cluster shape's other ports, TEMPORAL_CLUSTER_PORTS of them from this one: membership
-     * and HTTP of the frontend, gRPC and membership of history, matching and the worker service.
-     */
-    temporalClusterPort: s.VMPLANE_TEMPORAL_CLUSTER_PORT ?? s.VMPLANE_TEMPORAL_PORT + 1,
-    temporalUiPort: s.VMPLANE_TEMPORAL_UI_PORT ?? Math.min(s.VMPLANE_TEMPORAL_PORT + 1000, 65535),
-    temporalMetricsPort: s.VMPLANE_TEMPORAL_METRICS_PORT ?? null,
-    /** `tuned`: the dev server runs with config/temporal-dynamic-config.yaml; `default`: with the server's defaults. */
-    temporalDynamicConfig: s.VMPLANE_TEMPORAL_DYNAMIC_CONFIG,
-    namespace: temporal.namespace,
-    taskQueue: temporal.taskQueue,
-    pgPort: s.VMPLANE_PG_PORT,
-    apiPort: s.VMPLANE_API_PORT,
-    agentBasePort: s.VMPLANE_AGENT_PORT,
-    workerMetricsPort: s.VMPLANE_WORKER_METRICS_PORT,
-    /**
-     * How many API and worker processes the stack runs: one of each on the dev shape and two on
-     * the cluster shape, unless given. With more than one API, HAProxy listens on the API port and
-     * replica i on the API port + i; worker i serves metrics on the worker metrics port + i - 1.
-     */
-    apiReplicas: s.VMPLANE_API_REPLICAS ?? defaultReplicas(s.VMPLANE_TEMPORAL),
-    workerReplicas: s.VMPLANE_WORKER_REPLICAS ?? defaultReplicas(s.VMPLANE_TEMPORAL),
-    databaseUrl: s.DATABASE_URL ?? null,
-    temporalCli: s.TEMPORAL_CLI ?? null,
-    apiToken: s.VMPLANE_API_TOKEN ?? null,
-    viewerToken: s.VMPLANE_API_VIEWER_TOKEN ?? null,
-    cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null,
-    /**
-     * The dev stack restarts a component that exited 250 ms later, twice as long each time it
-     * exits again within 30 s, up to this. The fault tests, which kill components on purpose
-     * every few seconds, keep it at 250 ms: a kill is not a crash loop.
-     */
-    maxRestartDelayMs: s.VMPLANE_MAX_RESTART_DELAY_MS
-  }
-}
-export type StackConfig = ReturnType<typeof stackConfig>
 
 /** Reads a process's configuration, or stops the process with one line saying what is wrong. */
 export function loadConfigOrExit<T> (read: () => T, processName: string): T {

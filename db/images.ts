@@ -1,10 +1,12 @@
 /**
  * The base images hosts announce in their heartbeats (`host_images`): what `GET /v1/images`
  * lists, what a create's boot disk is checked against, and where placement may put an instance
- * booting from one (activities/vmm-records.ts).
+ * booting from one (activities/vmm-records.ts). Written by the host's heartbeat only
+ * (activities/host-records.ts), with the digest of what it announced on the host's row.
  */
 import type { Pool, PoolClient } from './pool.js'
 import type { BaseImage } from '../domain/host-agent-api.js'
+import { setImagesDigest } from './hosts.js'
 
 export interface CatalogImage extends BaseImage {
   /** The hosts (not declared lost) that have this image with this checksum. */
@@ -34,8 +36,7 @@ export async function findImage (db: Pool, name: string): Promise<CatalogImage |
 
 /** Replaces a host's images when what it announces changed (`digest`); one statement otherwise. */
 export async function recordHostImages (tx: PoolClient, hostId: string, images: readonly BaseImage[], digest: string): Promise<void> {
-  const changed = await tx.query('UPDATE hosts SET images_digest = $2 WHERE id = $1 AND images_digest IS DISTINCT FROM $2', [hostId, digest])
-  if (changed.rowCount === 0) return
+  if (!await setImagesDigest(tx, hostId, digest)) return
   await tx.query('DELETE FROM host_images WHERE host_id = $1', [hostId])
   for (const image of images) {
     await tx.query(

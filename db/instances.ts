@@ -1,9 +1,18 @@
 /**
+ * The instance aggregate: the `instances`, `disks` and `interfaces` tables, which this module
+ * alone writes (docs/design.md §9), and the reads that start from instances.
+ *
  * Creating an instance's rows: the instance, its disks and its interfaces with their addresses,
  * in the caller's transaction. Shared by the API (which inserts them when it accepts a create)
  * and the create workflow (which ensures them, should the API have died before its transaction
  * committed). Inserting twice is harmless: every row is keyed by an ID the request carries, and
  * the second insert finds the first's rows (I3).
+ *
+ * Everything after the insert is the worker's: an instance's execution changes its runtime fields
+ * (activities/instance-records.ts, one change per decision, docs/design.md §8) and, once it is
+ * destroyed, releases its disks and addresses in the same transaction; report application marks
+ * its disks made once a VMM ran with them; the reconciler releases what a destroyed instance
+ * still holds, should that transaction ever have been bypassed.
  *
  * Theory of operation: allocation
  *
@@ -20,9 +29,11 @@
  *   serialised on an advisory lock while they check that the disks fit, so two cannot both take
  *   the last room. The rows are the reservation: space comes back when they are destroyed.
  */
-import type { PoolClient } from './pool.js'
+import type { PoolClient, Queryable } from './pool.js'
+import type { Instance } from '../domain/instance.js'
 import { macOf } from '../domain/interfaces.js'
 import type { NewDisk, NewInstance, NewInterface } from '../domain/requests.js'
+import { INSTANCE_COLUMNS, toInstance } from './rows.js'
 
 /** Why the rows could not be inserted; the API answers with it, naming the field. */
 export type InsertProblem =
@@ -44,8 +55,7 @@ export async function insertInstance (tx: PoolClient, id: string, spec: NewInsta
       spec.intendedState, spec.cloudInit === undefined || spec.cloudInit === null ? null : JSON.stringify(spec.cloudInit)]
   )
   if (result.rowCount !== 1) {
-    const existing = await tx.query('SELECT 1 FROM instances WHERE id = $1', [id])
-    return existing.rowCount === 1 ? { inserted: true } : { inserted: false, problem: { kind: 'name-taken' } }
+    return await instanceExists(tx, id) ? { inserted: true } : { inserted: false, problem: { kind: 'name-taken' } }
   }
   const disks = spec.disks ?? []
   const storage = await checkStorage(tx, disks)
@@ -129,4 +139,149 @@ async function lowestFreeAddress (tx: PoolClient, networkId: string): Promise<st
     [networkId]
   )
   return rows[0]?.ip ?? null
+}
+
+export async function instanceExists (db: Queryable, id: string): Promise<boolean> {
+  const existing = await db.query('SELECT 1 FROM instances WHERE id = $1', [id])
+  return existing.rowCount === 1
+}
+
+export async function readInstance (db: Queryable, id: string): Promise<Instance | null> {
+  const { rows } = await db.query(`SELECT ${INSTANCE_COLUMNS} FROM instances i WHERE i.id = $1`, [id])
+  return rows.length === 0 ? null : toInstance(rows[0])
+}
+
+/** Locks the instance's row for a change; whether it is destroyed, or null when it does not exist. */
+export async function lockInstance (tx: PoolClient, id: string): Promise<{ destroyed: boolean } | null> {
+  const locked = await tx.query('SELECT destroyed_at FROM instances WHERE id = $1 FOR UPDATE', [id])
+  return locked.rowCount === 0 ? null : { destroyed: locked.rows[0].destroyed_at !== null }
+}
+
+export async function isInstanceDestroyed (tx: PoolClient, id: string): Promise<boolean> {
+  const destroyed = await tx.query('SELECT 1 FROM instances WHERE id = $1 AND destroyed_at IS NOT NULL', [id])
+  return destroyed.rowCount !== 0
+}
+
+export async function isActiveVmmOf (tx: PoolClient, instanceId: string, vmmId: string): Promise<boolean> {
+  const active = await tx.query('SELECT 1 FROM instances WHERE id = $1 AND active_vmm_id = $2', [instanceId, vmmId])
+  return active.rowCount !== 0
+}
+
+/** The runtime fields a change sets; those absent stay as they are. `destroyed` stamps `destroyed_at`. */
+export type RuntimeFieldChanges =
+  Partial<Pick<Instance, 'state' | 'intendedState' | 'activeVmmId' | 'lastError' | 'restartAttempts' | 'restartAt'>> & { destroyed?: boolean }
+
+/** Applies a change's fields to the instance; every change moves its generation on. */
+export async function updateRuntimeFields (tx: PoolClient, id: string, set: RuntimeFieldChanges): Promise<void> {
+  await tx.query(
+    `UPDATE instances SET
+        state = COALESCE($2, state),
+        intended_state = COALESCE($3, intended_state),
+        active_vmm_id = CASE WHEN $4 THEN $5::uuid ELSE active_vmm_id END,
+        last_error = CASE WHEN $6 THEN $7::jsonb ELSE last_error END,
+        destroyed_at = CASE WHEN $8 THEN now() ELSE destroyed_at END,
+        restart_attempts = COALESCE($9, restart_attempts),
+        restart_at = CASE WHEN $10 THEN $11::timestamptz ELSE restart_at END,
+        generation = generation + 1,
+        updated_at = now()
+      WHERE id = $1`,
+    [
+      id,
+      set.state ?? null,
+      set.intendedState ?? null,
+      set.activeVmmId !== undefined,
+      set.activeVmmId ?? null,
+      set.lastError !== undefined,
+      set.lastError === undefined || set.lastError === null ? null : JSON.stringify(set.lastError),
+      set.destroyed === true,
+      set.restartAttempts ?? null,
+      set.restartAt !== undefined,
+      set.restartAt ?? null
+    ]
+  )
+}
+
+/** Frees a destroyed instance's disks' space and its interfaces' addresses and MACs. */
+export async function releaseDevicesOf (tx: PoolClient, instanceId: string): Promise<void> {
+  await tx.query('UPDATE disks SET destroyed_at = now() WHERE instance_id = $1 AND destroyed_at IS NULL', [instanceId])
+  await tx.query('UPDATE interfaces SET released_at = now() WHERE instance_id = $1 AND released_at IS NULL', [instanceId])
+}
+
+/** Addresses and disk space still held for destroyed instances: released; how many. */
+export async function releaseDevicesOfDestroyedInstances (db: Queryable): Promise<number> {
+  const addresses = await db.query(
+    'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
+  )
+  const disks = await db.query(
+    'UPDATE disks d SET destroyed_at = now() FROM instances i WHERE d.instance_id = i.id AND i.destroyed_at IS NOT NULL AND d.destroyed_at IS NULL'
+  )
+  return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0)
+}
+
+/** Marks the instance's disks made: a VMM of it runs, and a VMM runs only once its disks are made. */
+export async function markDisksMade (tx: PoolClient, instanceId: string): Promise<void> {
+  await tx.query('UPDATE disks SET made_at = now() WHERE instance_id = $1 AND made_at IS NULL AND destroyed_at IS NULL', [instanceId])
+}
+
+/** The image of the instance's boot disk while it is not made yet (a host needs it); null otherwise. */
+export async function imageToMake (tx: PoolClient, instanceId: string): Promise<string | null> {
+  const { rows } = await tx.query(
+    'SELECT image FROM disks WHERE instance_id = $1 AND image IS NOT NULL AND made_at IS NULL AND destroyed_at IS NULL',
+    [instanceId]
+  )
+  return rows[0]?.image ?? null
+}
+
+/** What the instance has in the storage every host mounts: its disks, and the host of its last VMM (null: none ever). */
+export async function storageOf (db: Queryable, instanceId: string): Promise<{ lastHostId: string | null, diskIds: string[] }> {
+  const { rows } = await db.query(
+    `SELECT (SELECT host_id FROM vmms WHERE instance_id = $1 ORDER BY created_at DESC LIMIT 1) AS last_host,
+            (SELECT array_agg(id) FROM disks WHERE instance_id = $1) AS disks`,
+    [instanceId]
+  )
+  const { last_host: lastHostId, disks } = rows[0] as { last_host: string | null, disks: string[] | null }
+  return { lastHostId, diskIds: disks ?? [] }
+}
+
+/** Of these disk IDs, those of live disks. */
+export async function liveDiskIds (db: Queryable, ids: string[]): Promise<Set<string>> {
+  const { rows } = await db.query('SELECT id FROM disks WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])', [ids])
+  return new Set(rows.map((row) => row.id as string))
+}
+
+/** Of these instance IDs, those of live instances. */
+export async function liveInstanceIds (db: Queryable, ids: string[]): Promise<Set<string>> {
+  const { rows } = await db.query('SELECT id FROM instances WHERE destroyed_at IS NULL AND id = ANY($1::uuid[])', [ids])
+  return new Set(rows.map((row) => row.id as string))
+}
+
+/**
+ * Instances whose state does not meet their intent (or is transitional), untouched for
+ * `graceMs`, least recently touched first, 500 at most.
+ */
+export async function instancesNotMeetingIntent (db: Queryable, graceMs: number): Promise<Array<Pick<Instance, 'id' | 'name' | 'state' | 'intendedState' | 'stopGraceSeconds'>>> {
+  const { rows } = await db.query(
+    `SELECT i.id, i.name, i.state, i.intended_state, i.stop_grace_seconds FROM instances i
+      WHERE i.updated_at < now() - $1 * interval '1 millisecond'
+        AND (i.state IN ('creating', 'starting', 'stopping', 'rebooting', 'migrating')
+          OR (i.intended_state = 'destroyed' AND i.state <> 'destroyed')
+          OR (i.intended_state = 'stopped' AND i.state = 'running')
+          OR (i.intended_state = 'running' AND i.state = 'stopped' AND i.last_error IS NULL))
+      ORDER BY i.updated_at LIMIT 500`,
+    [graceMs]
+  )
+  return rows.map((row) => ({ id: row.id, name: row.name, state: row.state, intendedState: row.intended_state, stopGraceSeconds: row.stop_grace_seconds }))
+}
+
+/** Instances with a VMM alive on the host, oldest first; `activeElsewhere` when their active VMM is not that one. */
+export async function instancesWithLiveVmmOn (db: Queryable, hostId: string): Promise<Array<Pick<Instance, 'id' | 'name' | 'state'> & { activeElsewhere: boolean }>> {
+  const { rows } = await db.query(
+    `SELECT i.id, i.name, i.state, bool_and(v.id IS DISTINCT FROM i.active_vmm_id) AS "activeElsewhere"
+       FROM instances i JOIN vmms v ON v.instance_id = i.id
+      WHERE v.host_id = $1 AND v.state NOT IN ('destroyed', 'failed', 'lost')
+      GROUP BY i.id
+      ORDER BY i.created_at, i.id`,
+    [hostId]
+  )
+  return rows
 }

@@ -13,6 +13,8 @@ pg.types.setTypeParser(TIMESTAMPTZ_OID, (value) => new Date(value).toISOString()
 
 export type Pool = pg.Pool
 export type PoolClient = pg.PoolClient
+/** What a repository function runs its statements on: the pool, or a transaction's client. */
+export type Queryable = Pool | PoolClient
 
 export function createPool (databaseUrl: string, max = 10): pg.Pool {
   const pool = new pg.Pool({ connectionString: databaseUrl, max, idleTimeoutMillis: 30_000 })

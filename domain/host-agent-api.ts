@@ -20,9 +20,9 @@ import {
   CMDLINE_PATTERN, CMDLINE_RULE, IMAGE_NAME_PATTERN, IMAGE_NAME_RULE, INSTANCE_NAME_PATTERN, LIMITS,
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
-import { urlInteger } from '../http/url-integer.js'
+import { urlInteger } from './url-integer.js'
 import type { HostImage } from './host.js'
-import { MIGRATION_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
+import { MIGRATION_HALF_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
 export const imageNameSchema = z.string().max(LIMITS.imageNameMaxLength).regex(IMAGE_NAME_PATTERN, IMAGE_NAME_RULE)
 
@@ -135,7 +135,7 @@ export type MigrationOfCall = z.infer<typeof migrationOfCallSchema>
 export const vmmMigrationSchema = z.object({
   id: z.uuid(),
   role: z.enum(['source', 'target']),
-  phase: z.enum(MIGRATION_PHASES),
+  phase: z.enum(MIGRATION_HALF_PHASES),
   receiverUrl: z.string().nullable(),
   iterations: z.number().int().nonnegative(),
   progressAt: z.string(),

@@ -13,11 +13,5 @@ export function hostWorkflowId (hostId: string): string {
   return `host-${hostId}`
 }
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
-export function isUuid (value: string): boolean {
-  return UUID_PATTERN.test(value)
-}
-
 /** Host IDs name directories and workflow IDs: keep them short and plain. */
 export const HOST_ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/

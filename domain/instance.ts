@@ -111,11 +111,6 @@ export interface Instance extends InstanceShape {
   destroyedAt: string | null
 }
 
-/** States in which no operation is under way and nothing needs to happen by itself. */
-export function isSettled (state: InstanceState): boolean {
-  return state === 'running' || state === 'stopped' || state === 'failed' || state === 'destroyed'
-}
-
 /**
  * What the host agent is asked to run for the instance (`PUT /v1/vmms/:id`): the instance's shape,
  * its disks and interfaces by ID, and cloud-init for an instance booting from a disk. Histories

@@ -72,3 +72,12 @@ export const SSH_KEY_RULE = 'must be one OpenSSH public key line: a key type (ss
  */
 export const NO_NUL_PATTERN = /^[^\0]*$/
 export const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * When a halt continues as new (workflows/execution.ts): once Temporal suggests it or its history
+ * reaches this many events, well below Temporal's limits (51,200 events, 10,000 signals), and only
+ * once the run has added this many while the halt waited, so a run that continues as new never
+ * does so again at once. The worker's settings carry them; executions whose recorded settings
+ * predate them use them as they are here.
+ */
+export const HISTORY_LIMITS = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 } as const

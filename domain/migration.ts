@@ -8,6 +8,9 @@
 import type { VmmMigration, VmmState } from './vmm.js'
 
 /**
+ * The phase of the whole migration, as the control plane decided it (`migrations.phase`, the
+ * API's `phase`). Not a VMM's half (`MigrationHalfPhase` in domain/vmm.ts, the agent's word),
+ * though two names are alike: here `preparing` and `sending` are the control plane's steps.
  * - `reserving`: the target VMM is being placed;
  * - `preparing`: the target is placed and is being made ready to receive;
  * - `sending`: the source sends the VM (precopy);
@@ -16,10 +19,10 @@ import type { VmmMigration, VmmState } from './vmm.js'
  * - `succeeded`, `failed` (the VM stays on the source), `cancelled` (likewise, on request or at a
  *   timeout) and `aborted` (a stop or delete preempted it): over.
  */
-export const MIGRATION_STATUSES = ['reserving', 'preparing', 'sending', 'committed', 'succeeded', 'failed', 'cancelled', 'aborted'] as const
-export type MigrationStatus = (typeof MIGRATION_STATUSES)[number]
+export const MIGRATION_RECORD_PHASES = ['reserving', 'preparing', 'sending', 'committed', 'succeeded', 'failed', 'cancelled', 'aborted'] as const
+export type MigrationRecordPhase = (typeof MIGRATION_RECORD_PHASES)[number]
 
-export function isMigrationOver (phase: MigrationStatus): boolean {
+export function isMigrationOver (phase: MigrationRecordPhase): boolean {
   return phase === 'succeeded' || phase === 'failed' || phase === 'cancelled' || phase === 'aborted'
 }
 
@@ -36,7 +39,7 @@ export interface MigrationSide {
 export interface Migration {
   id: string
   instanceId: string
-  phase: MigrationStatus
+  phase: MigrationRecordPhase
   source: MigrationSide
   target: MigrationSide | null
   requestedHostId: string | null

@@ -28,8 +28,3 @@ export interface Operation {
   workflowId: string
   runId: string | null
 }
-
-/** Operations that a stop or delete preempts rather than waits for. */
-export function isPreemptible (kind: OperationKind): boolean {
-  return kind === 'create' || kind === 'start' || kind === 'reboot' || kind === 'migrate'
-}

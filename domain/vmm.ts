@@ -59,7 +59,8 @@ export type MigrationRole = 'source' | 'target'
 
 /**
  * How far a VMM's half of a live migration has got, as its agent saw it in the VMM's events
- * (`../shared/reference/cloud-hypervisor-notes.md` §6):
+ * (`../shared/reference/cloud-hypervisor-notes.md` §6); the whole migration's phase, the
+ * control plane's, is `MigrationRecordPhase` (domain/migration.ts):
  * - target: `preparing` (recorded, the empty VMM starting), `ready` (`migration-receive-ready`:
  *   it listens at `receiverUrl`), `receiving` (`migration-receive-started`), `finished`
  *   (`migration-receive-finished` or the 204 of `vm.receive-migration`: the commit point, the VM
@@ -71,11 +72,11 @@ export type MigrationRole = 'source' | 'target'
  *   the target may run the VM, so the agent has paused it here; the control plane says which
  *   side has it, and the source is resumed, `failed`, or killed).
  */
-export const MIGRATION_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed', 'held'] as const
-export type MigrationPhase = (typeof MIGRATION_PHASES)[number]
+export const MIGRATION_HALF_PHASES = ['preparing', 'ready', 'receiving', 'sending', 'finished', 'failed', 'held'] as const
+export type MigrationHalfPhase = (typeof MIGRATION_HALF_PHASES)[number]
 
 /** A half that has finished or failed moves no more (a `held` source still waits for the control plane). */
-export function isFinalPhase (phase: MigrationPhase): boolean {
+export function isFinalHalfPhase (phase: MigrationHalfPhase): boolean {
   return phase === 'finished' || phase === 'failed'
 }
 
@@ -84,7 +85,7 @@ export interface VmmMigration {
   /** The migration's ID: the ID of the migrate operation. */
   id: string
   role: MigrationRole
-  phase: MigrationPhase
+  phase: MigrationHalfPhase
   /** Target: where the VMM listens for the source, chosen and recorded before it listens. */
   receiverUrl: string | null
   /** Source: precopy memory iterations sent so far (`migration-memory-iteration`). */
@@ -180,7 +181,7 @@ export function isStaleReport (known: Pick<VmmRecord, 'state' | 'generation'>, r
 
 /**
  * A VMM's record once a report is taken in, or null when the report is stale (`isStaleReport`).
- * PostgreSQL applies the same rule (activities/vmm-records.ts), so an execution's memory and the
+ * PostgreSQL applies the same rule (activities/vmm-observations.ts), so an execution's memory and the
  * record never disagree.
  */
 export function withReport (known: VmmRecord, report: VmmReport): VmmRecord | null {

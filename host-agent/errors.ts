@@ -22,7 +22,6 @@ export class AgentError extends Error {
   }
 }
 
-export const badRequest = (message: string): AgentError => new AgentError(400, message)
 /** The agent's answer that it has no such VMM, or no such stray process. */
 export const notFound = (what: keyof typeof AGENT_NOT_FOUND_ERRORS, message: string): AgentError =>
   new AgentError(404, message, AGENT_NOT_FOUND_ERRORS[what])

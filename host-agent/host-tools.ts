@@ -1,7 +1,7 @@
 /**
  * The programs the agent builds devices with, and the Debian packages they come in. The agent
  * checks them at start-up, so a host missing one fails at once, saying which package to install,
- * rather than at its first VM; `npm start` and `npm test` install them (scripts/tools/host-tools.ts).
+ * rather than at its first VM; `npm start` and `npm test` install them (stack/host-tools.ts).
  */
 import { constants } from 'node:fs'
 import { access } from 'node:fs/promises'

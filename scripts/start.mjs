@@ -1,6 +1,6 @@
 /**
  * `npm start`: install and build what is missing or stale, then run the dev stack
- * (`dist/bin/dev-stack.js`) in the foreground until Ctrl-C or SIGTERM.
+ * (`dist/stack/dev-stack.js`) in the foreground until Ctrl-C or SIGTERM.
  *
  * Signals: Ctrl-C on a terminal goes to the whole foreground process group, which includes the
  * dev stack, so SIGINT is not passed on from here (the stack would see it twice and take the
@@ -17,10 +17,10 @@ ensureInstalled()
 ensureBuilt()
 // The host agents make disks, seeds and TAPs, and the stack its hosts' LAN, with Debian's tools;
 // installed here if missing.
-const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
+const { ensureHostTools } = await import('../dist/stack/host-tools.js')
 await ensureHostTools({ log: console.log })
 
-const stack = spawn(process.execPath, ['dist/bin/dev-stack.js'], { cwd: REPO_ROOT, stdio: 'inherit' })
+const stack = spawn(process.execPath, ['dist/stack/dev-stack.js'], { cwd: REPO_ROOT, stdio: 'inherit' })
 process.on('SIGINT', () => {})
 for (const signal of ['SIGTERM', 'SIGHUP']) process.on(signal, () => stack.kill(signal))
 const parent = process.ppid

@@ -4,10 +4,23 @@
  * mtools and iproute2, the stacks' nftables, HAProxy for the API replicas' stack, libfaketime for
  * the agents whose clock is skewed, Docker Compose, Temporal's server, schema tool and UI server
  * for the cluster shape's test, Chromium: building or installing them the first time takes
- * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests with Node's test runner, one file at a time,
- * folder by folder: unit first, then any other folder, then host-agent, stack, integration and
- * the fault matrix. Every folder runs even when an earlier one failed; the exit status is
- * non-zero if anything did. Reports and the stacks' logs go to test-output/.
+ * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests
+ * with Node's test runner in three phases:
+ *
+ * 1. the fast layer (`FAST`: unit tests, workflow tests on the SDK's test environment, API tests
+ *    with `inject`, activities on a PostgreSQL of their own; no stack, no host network, no fixed
+ *    port or directory), two files at a time;
+ * 2. the tests of real processes (stacks, agents, simulators: every other folder), two files at a
+ *    time, the longest folders first: each stack takes free ports, a data directory and network
+ *    namespaces named after it, so two never meet, and most of their time is waiting (for a
+ *    restart, a deadline, a timer);
+ * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
+ *    kill's lateness, a calibrated busy loop), one at a time. The quick benchmark's test checks
+ *    that every figure comes out, not what it is: it runs with the others (the README's figures
+ *    come from `npm run bench` on an idle machine).
+ *
+ * Every phase runs even when an earlier one failed; the exit status is non-zero if anything did.
+ * Reports and the stacks' logs go to test-output/; the time each phase took is printed.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
@@ -15,9 +28,19 @@ import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.
 
 const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
 const OUTPUT = join(REPO_ROOT, 'test-output')
-const FIRST = ['unit']
-const LAST = ['host-agent', 'stack', 'integration', 'faults']
+/** The fast layer's folders. */
+const FAST = ['unit', 'workflows', 'activities', 'api', 'db', 'replay']
+/** Folders of real processes that run longest, in that order; the others follow. */
+const LONGEST = ['faults', 'integration', 'stack', 'host-agent']
+/** Tests whose assertions or figures are times or CPU, with the machine to themselves. */
+const ALONE = [
+  'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
+  'faults/drain-under-fire', 'integration/unknown-is-not-dead',
+  // Kills a stack and counts what it left before another starts and reaps it.
+  'stack/leftover-networks'
+]
 
+const suiteStartedAt = Date.now()
 ensureInstalled()
 ensureBuilt()
 rmSync(OUTPUT, { recursive: true, force: true })
@@ -39,7 +62,7 @@ const failures = []
 // the other tests still run.
 const { ensureCompose } = await import('../dist/scripts/tools/compose.js')
 const { ensureChromium } = await import('../dist/scripts/tools/chromium.js')
-const { ensureHostTools } = await import('../dist/scripts/tools/host-tools.js')
+const { ensureHostTools } = await import('../dist/stack/host-tools.js')
 const { ensureHaproxy } = await import('../dist/scripts/tools/haproxy.js')
 const { ensureLibfaketime } = await import('../dist/scripts/tools/faketime.js')
 for (const [tool, ensure] of [
@@ -58,37 +81,48 @@ for (const [tool, ensure] of [
 if (run('npm', ['run', 'lint']) !== 0) failures.push('lint')
 
 const totals = { passed: 0, failed: 0, skipped: 0 }
-for (const folder of testFolders()) {
-  const files = testFiles(folder)
-  if (files.length === 0) continue
-  console.log(`\n# ${folder}: ${files.length} test file(s)`)
-  const tap = join(OUTPUT, `${folder}.tap`)
+const timings = []
+const folders = testFolders()
+const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`))
+const realProcesses = [...LONGEST, ...folders.filter((f) => !FAST.includes(f) && !LONGEST.includes(f)).sort()]
+  .filter((folder) => folders.includes(folder))
+  .flatMap((folder) => testFiles(folder))
+const phases = [
+  { name: 'fast layer', concurrency: 2, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
+  { name: 'real processes', concurrency: 2, files: realProcesses.filter((file) => !isAlone(file)) },
+  { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
+]
+for (const phase of phases) {
+  if (phase.files.length === 0) continue
+  console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time`)
+  const tap = join(OUTPUT, `${phase.name.replaceAll(/[^a-z]+/g, '-')}.tap`)
+  const startedAt = Date.now()
   const status = run(process.execPath, [
-    '--test', '--test-concurrency=1',
+    '--test', `--test-concurrency=${phase.concurrency}`,
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     '--test-reporter=tap', `--test-reporter-destination=${tap}`,
-    ...files
+    ...phase.files
   ], testEnv)
   const counts = countResults(tap)
   totals.passed += counts.passed
   totals.failed += counts.failed
   totals.skipped += counts.skipped
-  if (status !== 0) failures.push(folder)
+  if (status !== 0) failures.push(phase.name)
+  timings.push(`${phase.name} ${formatDuration(Date.now() - startedAt)}`)
 }
+console.log(`\ntime by phase: ${timings.join(', ')}; in all ${formatDuration(Date.now() - suiteStartedAt)}`)
 
 if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
 // The summary comes last, alone on its line, where CI reads it.
 console.log(`\ntests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`)
 process.exit(failures.length > 0 ? 1 : 0)
 
-/** The folders of dist/test that hold tests, in the order they run. */
+/** The folders of dist/test that hold tests. */
 function testFolders () {
   if (!existsSync(COMPILED_TESTS)) return []
-  const present = readdirSync(COMPILED_TESTS, { withFileTypes: true })
+  return readdirSync(COMPILED_TESTS, { withFileTypes: true })
     .filter((entry) => entry.isDirectory() && entry.name !== 'helpers')
     .map((entry) => entry.name)
-  const middle = present.filter((name) => !FIRST.includes(name) && !LAST.includes(name)).sort()
-  return [...FIRST, ...middle, ...LAST].filter((name) => present.includes(name))
 }
 
 /**
@@ -116,4 +150,10 @@ function countResults (tapFile) {
     failed: count('fail') + count('cancelled'),
     skipped: (tap.match(/^\s*ok \d+ - .* # SKIP/gm) ?? []).length + count('todo')
   }
+}
+
+/** "3 min 07 s", or "41 s" */
+function formatDuration (ms) {
+  const seconds = Math.round(ms / 1000)
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, '0')} s`
 }

@@ -8,7 +8,7 @@
 import { Client, Connection, ScheduleAlreadyRunning, ScheduleOverlapPolicy } from '@temporalio/client'
 import type { WorkerConfig } from '../config/index.js'
 import type { Logger } from '../log/logger.js'
-import { RECONCILE_SCHEDULE_ID, WORKFLOW_TYPES } from '../workflows/definitions.js'
+import { RECONCILE_SCHEDULE_ID, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { untilDone } from './until-done.js'
 
 /** Gives up, leaving the schedule to the next worker to start, once `stop` is aborted. */

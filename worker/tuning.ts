@@ -1,6 +1,6 @@
 /**
  * How a worker polls and caches, shared by vmplane's worker and the benchmark's floor worker
- * (scripts/bench/floor/), so that the floor is measured with exactly vmplane's settings.
+ * (bench/floor/), so that the floor is measured with exactly vmplane's settings.
  */
 import type { Duration } from '@temporalio/common'
 import type { WorkerOptions } from '@temporalio/worker'

@@ -5,10 +5,10 @@
  */
 import { decisionKeys } from '../domain/decisions.js'
 import type { CreateRequest } from '../domain/requests.js'
-import type { InstanceExecution } from './execution.js'
+import type { InstanceContext } from './instance-context.js'
 import { bootNewVmm } from './start.js'
 
-export async function create (execution: InstanceExecution, request: CreateRequest): Promise<void> {
+export async function create (execution: InstanceContext, request: CreateRequest): Promise<void> {
   if (!request.start) {
     execution.enterPhase('stopped')
     await execution.change({

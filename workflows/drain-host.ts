@@ -33,10 +33,11 @@
  * did not see, and the task runs again with the signal.)
  */
 import { condition, continueAsNew, patched, setHandler, uuid4, workflowInfo } from '@temporalio/workflow'
-import type { DrainProgress } from '../activities/drains.js'
+import type { DrainProgress } from '../contract/activities.js'
+import { stopDrainSignal } from '../contract/messages.js'
+import type { DrainHostInput, DrainState } from '../contract/workflows.js'
 import type { MigrateRequest } from '../domain/requests.js'
-import { records } from './activities.js'
-import { stopDrainSignal, type DrainHostInput, type DrainState } from './definitions.js'
+import { records } from './activity-proxies.js'
 import { DRAIN_AWAITS_OUTCOMES_PATCH, DRAIN_KEEPS_STOP_PATCH } from './patches.js'
 
 /** How often the drain looks at the host and at its migrations. */

@@ -36,6 +36,9 @@
  * Reports ride with the next write; the report pump records them on their own only when no
  * operation runs, and an operation waiting for its VMM (`waitFor`) records those that change
  * what people see.
+ *
+ * The operations see the execution only through `InstanceContext` (instance-context.ts), which
+ * it implements: they read and write the instance through it, and import nothing of this file.
  */
 import {
   ActivityFailure,
@@ -54,20 +57,8 @@ import {
   workflowInfo
 } from '@temporalio/workflow'
 import type { SearchAttributePair } from '@temporalio/common'
-import type { ChangeEvent, ChangeResult, InstanceChange, InstanceFields, InstanceSnapshot, MigrationUpdate } from '../activities/instance-records.js'
-import type { MigrationTarget } from '../activities/vmm-records.js'
-import type { HistoryLimits, OperationSettings } from '../activities/index.js'
-import { decisionKeys } from '../domain/decisions.js'
-import type { Instance, InstanceError } from '../domain/instance.js'
-import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
-import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
-import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest, StartRequest } from '../domain/requests.js'
-import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import { agents, reads, records } from './activities.js'
-import { awaitRestart } from './auto-restart.js'
-import { create } from './create.js'
+import type { HistoryLimits, OperationSettings } from '../contract/activities.js'
 import {
-  WORKFLOW_TYPES,
   cancelMigrationSignal,
   declareHostLostSignal,
   forceStopSignal,
@@ -75,29 +66,31 @@ import {
   operationRequestedSignal,
   stateQuery,
   vmmReportSignal
-} from './definitions.js'
+} from '../contract/messages.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationTarget } from '../contract/records.js'
+import { HostIdKey, InstanceStateKey, OperationKey } from '../contract/search-attributes.js'
+import { WORKFLOW_TYPES } from '../contract/workflows.js'
+import { decisionKeys } from '../domain/decisions.js'
+import type { Instance } from '../domain/instance.js'
+import { outcomeOfVmmEnd, planRestart } from '../domain/instance-rules.js'
+import { HISTORY_LIMITS } from '../domain/limits.js'
+import type { OperationKind } from '../domain/operation.js'
+import type { HaltRequest, HandoffRequest, NewInstance, OperationRequest, StartRequest } from '../domain/requests.js'
+import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
+import { agents, reads, records } from './activity-proxies.js'
+import { awaitRestart } from './auto-restart.js'
+import { create } from './create.js'
 import { halt } from './halt.js'
 import { HaltBook } from './halts.js'
+import type { ChangeInput, InstanceContext, Placement } from './instance-context.js'
 import { recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
-import { HostIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
 import { describeFailure, start } from './start.js'
 import { HALTS_CONTINUE_AS_NEW_PATCH, OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
 import { VmmBook } from './vmm-book.js'
 
-/** A change as operations describe it; `change` adds the instance, times and reports. */
-export interface ChangeInput extends ChangeEvent {
-  /** What the change decides (domain/decisions.ts). */
-  decision: string
-  set?: Omit<InstanceFields, 'lastError'> & { lastError?: Omit<InstanceError, 'at'> | null }
-  operation?: { request: OperationRequest, status: OperationStatus, error?: OperationError | null }
-  migration?: MigrationUpdate
-}
-
-export type Placement = { vmmId: string, hostId: string } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
-
-export class InstanceExecution {
+export class InstanceExecution implements InstanceContext {
   private snapshot: InstanceSnapshot | null = null
   private readonly vmms = new VmmBook()
   /** Stops and deletes received and not yet carried out; one halt serves them all. */
@@ -521,7 +514,7 @@ export class InstanceExecution {
     const scope = new CancellationScope()
     let tooLong = false
     const watch = new CancellationScope()
-    const limits = this.settings.history ?? DEFAULT_HISTORY_LIMITS
+    const limits = this.settings.history ?? HISTORY_LIMITS
     // What the run adds while the halt waits counts, not what it took to begin it (a run that
     // carries many halts records each one's start again).
     let waitingSince: number | null = null
@@ -593,9 +586,6 @@ export class InstanceExecution {
     showInSearch([{ key: OperationKey, value: operation.kind }])
   }
 }
-
-/** For settings recorded before they named them: the values of config/index.ts `history`. */
-const DEFAULT_HISTORY_LIMITS: HistoryLimits = { continueAsNewAfterEvents: 8000, minGrowthEvents: 1000 }
 
 /** Whether a run is to continue as new: its history is long, and it grew by enough since `began`. */
 function historyIsLong (limits: HistoryLimits, began: number): boolean {

@@ -27,15 +27,16 @@
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
+import { haltEnd, nextStopStep } from '../domain/halt-decisions.js'
 import type { HaltRequest } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
-import { agents } from './activities.js'
-import type { InstanceExecution } from './execution.js'
+import { agents } from './activity-proxies.js'
+import type { InstanceContext } from './instance-context.js'
 import { HALT_OF_DESTROYED_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 import { destroyOnHost } from './vmm-actions.js'
 
 /** `onWaiting`: called once the halt's operations are recorded started and it waits for the VMMs. */
-export async function halt (execution: InstanceExecution, onWaiting: () => void = () => {}): Promise<void> {
+export async function halt (execution: InstanceContext, onWaiting: () => void = () => {}): Promise<void> {
   if (execution.instance.destroyedAt !== null && patched(HALT_OF_DESTROYED_PATCH)) {
     await recordServed(execution, [...execution.halts.pending], 'done: the instance was already destroyed')
     return
@@ -57,7 +58,7 @@ export async function halt (execution: InstanceExecution, onWaiting: () => void 
   const served = [...halts.pending]
   const deleting = halts.kind() === 'delete'
   if (deleting && patched(INSTANCE_STORAGE_PATCH)) await releaseStorage(execution)
-  const end = describeEnd(execution, vmms.map((v) => execution.vmm(v.id) ?? v))
+  const end = haltEnd(vmms.map((v) => execution.vmm(v.id) ?? v), { forcedBy: halts.forcedBy(), graceSeconds: halts.earliest().graceSeconds })
   execution.enterPhase(deleting ? 'destroyed' : 'stopped')
   await execution.change({
     decision: decisionKeys.halted(first.operationId),
@@ -72,7 +73,7 @@ export async function halt (execution: InstanceExecution, onWaiting: () => void 
 }
 
 /** Records each halt `served` succeeded, its message `<kind> <done>`, and takes it off the book. */
-async function recordServed (execution: InstanceExecution, served: HaltRequest[], done: string): Promise<void> {
+async function recordServed (execution: InstanceContext, served: HaltRequest[], done: string): Promise<void> {
   for (const request of served) {
     await execution.change({
       decision: decisionKeys.finished(request.operationId),
@@ -89,7 +90,7 @@ async function recordServed (execution: InstanceExecution, served: HaltRequest[]
  * recorded (which frees their space, addresses and MACs). The agent refusing is logged and left
  * to the reconciler, which reaps storage no live record owns; it never keeps a delete from ending.
  */
-async function releaseStorage (execution: InstanceExecution): Promise<void> {
+async function releaseStorage (execution: InstanceContext): Promise<void> {
   execution.enterPhase('releasing storage')
   try {
     const outcome = await agents.releaseInstanceStorage({ instanceId: execution.instance.id })
@@ -100,36 +101,12 @@ async function releaseStorage (execution: InstanceExecution): Promise<void> {
   }
 }
 
-function stoppingDetail (execution: InstanceExecution): string {
+function stoppingDetail (execution: InstanceContext): string {
   const deadline = execution.halts.deadline
   return deadline === null ? 'no deadline' : `VMM killed at ${new Date(deadline).toISOString()} unless the guest powers off first`
 }
 
-/**
- * How the VMMs of a halt ended, for people, and as the instance's `lastError` when the stop was
- * not graceful: a VMM killed (`StopForced`, naming the grace period or the operator), fenced with
- * its lost host (`HostLost`), or one that died on its own during the stop.
- */
-function describeEnd (execution: InstanceExecution, vmms: VmmRecord[]): { message: string, error: { code: string, message: string } | null } {
-  if (vmms.length === 0) return { message: 'no VMM was running', error: null }
-  const lost = vmms.find((v) => v.state === 'lost')
-  if (lost !== undefined) {
-    const message = `host ${lost.hostId} declared lost; VMM fenced, not seen to stop`
-    return { message, error: { code: 'HostLost', message } }
-  }
-  if (vmms.some((v) => v.exit?.cause === 'killed' || v.exit?.cause === 'stop-deadline')) {
-    const forcedBy = execution.halts.forcedBy()
-    const message = forcedBy !== undefined
-      ? `forced by ${forcedBy}; VMM killed`
-      : `grace period of ${execution.halts.earliest().graceSeconds} s expired; VMM killed`
-    return { message, error: { code: 'StopForced', message } }
-  }
-  const died = vmms.find((v) => v.exit?.cause !== 'guest-poweroff')
-  if (died !== undefined) return { message: `VMM ended during the stop: ${died.reason ?? 'no reason given'}`, error: null }
-  return { message: 'guest powered off', error: null }
-}
-
-async function recordStarted (execution: InstanceExecution, started: Set<string>): Promise<void> {
+async function recordStarted (execution: InstanceContext, started: Set<string>): Promise<void> {
   for (const request of execution.halts.pending) {
     if (started.has(request.operationId)) continue
     started.add(request.operationId)
@@ -148,17 +125,15 @@ async function recordStarted (execution: InstanceExecution, started: Set<string>
   }
 }
 
-async function stopVmm (execution: InstanceExecution, vmm: VmmRecord): Promise<void> {
+async function stopVmm (execution: InstanceContext, vmm: VmmRecord): Promise<void> {
   const presses = new PowerButton(execution, vmm)
   try {
-    for (;;) {
+    while (!execution.isGone(vmm.id)) {
       const deadline = execution.halts.deadline
-      if (execution.isGone(vmm.id) || deadline === null) break
-      if (deadline > Date.now()) presses.sendDeadline(deadline)
-      // The agent kills at a deadline it was told; give it a moment to report before we kill.
-      const killAt = presses.sent === deadline ? deadline + execution.settings.killBackstopMs : deadline
-      if (Date.now() >= killAt) break
-      await execution.waitFor(() => execution.isGone(vmm.id) || execution.halts.deadline !== deadline || presses.refused, killAt - Date.now())
+      const step = nextStopStep({ now: Date.now(), deadline, toldAgent: presses.sent, killBackstopMs: execution.settings.killBackstopMs })
+      if (step.kill) break
+      if (step.tellAgent !== null) presses.sendDeadline(step.tellAgent)
+      await execution.waitFor(() => execution.isGone(vmm.id) || execution.halts.deadline !== deadline || presses.refused, step.killAt - Date.now())
       if (presses.refused) break
     }
   } finally {
@@ -175,7 +150,7 @@ class PowerButton {
   refused = false
   private scope: CancellationScope | null = null
 
-  constructor (private readonly execution: InstanceExecution, private readonly vmm: VmmRecord) {}
+  constructor (private readonly execution: InstanceContext, private readonly vmm: VmmRecord) {}
 
   sendDeadline (deadline: number): void {
     if (this.sent === deadline) return

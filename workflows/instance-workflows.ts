@@ -4,7 +4,7 @@
  * first operation: any of them takes reports, halts and hand-overs the same way.
  */
 import type { CreateRequest, DeleteRequest, HaltRequest, MigrateRequest, RebootRequest, StartRequest, StopRequest } from '../domain/requests.js'
-import type { ApplyReportsInput } from './definitions.js'
+import type { ApplyReportsInput } from '../contract/workflows.js'
 import { InstanceExecution } from './execution.js'
 
 export async function createInstance (request: CreateRequest): Promise<void> {

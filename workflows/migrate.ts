@@ -55,39 +55,26 @@
  * confirmed gone (omicron #8755, #11107).
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, patched } from '@temporalio/workflow'
-import type { RecordedMigration } from '../activities/instance-records.js'
+import type { RecordedMigration } from '../contract/records.js'
 import { decisionKeys } from '../domain/decisions.js'
-import { completionTimeoutMs, isMigrationOver, type MigrationStatus } from '../domain/migration.js'
+import { completionTimeoutMs, isMigrationOver, type MigrationRecordPhase } from '../domain/migration.js'
+import {
+  halfOf, isTargetReady, msUntilGivingUp, nextSourceWait, progressMark, SOURCE_EXIT_WAIT_MS, timeoutFailure, transferEnding,
+  type MigrationFailure, type SourceWait, type TransferEnding
+} from '../domain/migration-decisions.js'
 import { vmmSpecOf } from '../domain/instance.js'
 import type { MigrateRequest } from '../domain/requests.js'
-import { isFinalPhase, isTerminalVmmState, type VmmRecord } from '../domain/vmm.js'
-import { agents, reads } from './activities.js'
-import type { ChangeInput, InstanceExecution } from './execution.js'
+import { isFinalHalfPhase, type VmmMigration, type VmmRecord } from '../domain/vmm.js'
+import { agents, reads } from './activity-proxies.js'
+import type { ChangeInput, InstanceContext } from './instance-context.js'
 import { MIGRATE_RESUMES_FROM_RECORD_PATCH, ONE_GUEST_ONE_PLACE_PATCH } from './patches.js'
 import { describeFailure } from './start.js'
 import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
-/** After the commit point, how long a source that handed the VM over has to exit by itself before it is killed. */
-const SOURCE_EXIT_WAIT_MS = 10_000
-/**
- * After the commit point, how long a source still `sending` has to hear the target's
- * acknowledgement: Cloud Hypervisor has paused its VM for the downtime meanwhile, so nothing runs
- * there; past this it is killed.
- */
-const SOURCE_ACK_WAIT_MS = 2_000
 /** After the target is killed, how long the source has to report its send failed before it is asked. */
 const SOURCE_SETTLE_WAIT_MS = 30_000
 
-interface Failure {
-  status: Extract<MigrationStatus, 'failed' | 'cancelled'>
-  code: string
-  message: string
-}
-
-/** How the transfer ended: the target has the VM, or not (and why). */
-type Ending = { committed: true } | { committed: false, failure: Failure }
-
-export async function migrate (execution: InstanceExecution, request: MigrateRequest): Promise<void> {
+export async function migrate (execution: InstanceContext, request: MigrateRequest): Promise<void> {
   // A migration this operation recorded already (its execution reset, retried or continued as
   // new) resumes from its record: its source is the one it recorded, whatever is active now.
   const recorded = patched(MIGRATE_RESUMES_FROM_RECORD_PATCH) ? await reads.readMigration(request.operationId) : null
@@ -109,7 +96,7 @@ export async function migrate (execution: InstanceExecution, request: MigrateReq
 }
 
 /** Carries a recorded migration on to its end; one that ended has nothing left to do. */
-async function resume (execution: InstanceExecution, request: MigrateRequest, recorded: RecordedMigration): Promise<void> {
+async function resume (execution: InstanceContext, request: MigrateRequest, recorded: RecordedMigration): Promise<void> {
   if (isMigrationOver(recorded.phase)) return
   for (const vmm of [recorded.source, recorded.target]) if (vmm !== null) execution.remember(vmm)
   const migration = new Migration(execution, request, recorded.source, recorded.cancelRequested)
@@ -117,7 +104,7 @@ async function resume (execution: InstanceExecution, request: MigrateRequest, re
   else await migration.run()
 }
 
-async function refuse (execution: InstanceExecution, request: MigrateRequest, message: string): Promise<void> {
+async function refuse (execution: InstanceContext, request: MigrateRequest, message: string): Promise<void> {
   await execution.change({
     decision: decisionKeys.finished(request.operationId),
     kind: 'operation-finished',
@@ -134,8 +121,8 @@ class Migration {
   /** The source's agent refused the send (its VMM no longer runs, say): why. */
   private sendRefused: string | null = null
   private progressMark = ''
-  private progressAt = Date.now()
-  private readonly startedAt = Date.now()
+  /** When the migration began and last made progress: what its timeouts measure. */
+  private readonly clock = { startedAt: Date.now(), progressAt: Date.now() }
   /**
    * The guest runs in one place (module comment, docs/design.md §15): the send's and the
    * cancel's calls never hold up the reading of both sides, a source is killed once its target
@@ -145,7 +132,7 @@ class Migration {
 
   /** `cancelRecorded`: an earlier run of this operation recorded a cancel. */
   constructor (
-    private readonly execution: InstanceExecution,
+    private readonly execution: InstanceContext,
     private readonly request: MigrateRequest,
     private readonly source: VmmRecord,
     private readonly cancelRecorded = false
@@ -191,7 +178,7 @@ class Migration {
     })
   }
 
-  private async reserve (): ReturnType<InstanceExecution['placeVmm']> {
+  private async reserve (): ReturnType<InstanceContext['placeVmm']> {
     return await this.execution.placeVmm(this.request, undefined, {
       migrationId: this.id,
       onlyHostId: this.request.targetHostId ?? null,
@@ -202,7 +189,7 @@ class Migration {
   // --- steps 3 and 4 -------------------------------------------------------------------------
 
   /** Starts the target, sends once it is ready, and follows both sides until an ending. */
-  private async transfer (): Promise<Ending> {
+  private async transfer (): Promise<TransferEnding> {
     const target = this.target!
     this.execution.enterPhase('preparing', `target VMM ${target.vmmId} on ${target.hostId}`)
     let refused: string | null = null
@@ -226,7 +213,7 @@ class Migration {
     }
   }
 
-  private async followBothSides (refused: () => string | null): Promise<Ending> {
+  private async followBothSides (refused: () => string | null): Promise<TransferEnding> {
     for (;;) {
       const ending = this.ending(refused())
       if (ending !== null) return ending
@@ -239,7 +226,9 @@ class Migration {
         () => this.ending(refused()) !== null || (!this.sendIssued && this.targetReady()) || this.progressChanged(),
         this.msUntilGivingUp()
       )
-      if (!moved && this.msUntilGivingUp() <= 0) return { committed: false, failure: this.timedOut() }
+      if (!moved && this.msUntilGivingUp() <= 0) {
+        return { committed: false, failure: timeoutFailure(this.clock, Date.now(), this.execution.settings.migration, this.execution.instance.memoryMiB) }
+      }
     }
   }
 
@@ -278,49 +267,31 @@ class Migration {
   }
 
   /** What ends the transfer, from what both sides reported, or null while it goes on. */
-  private ending (refused: string | null): Ending | null {
-    const target = this.execution.vmm(this.target!.vmmId)
-    const source = this.execution.vmm(this.source.id)
-    if (target?.migration?.id === this.id && target.migration.phase === 'finished') return { committed: true }
-    // The source handed the VM over: the target acknowledged it, and is waited for (commit).
-    if (source?.exit?.cause === 'migrated') return { committed: true }
-    const requestedBy = this.execution.cancelOf(this.id) ?? (this.cancelRecorded ? 'a request an earlier run of this migration took' : null)
-    if (requestedBy !== null) return this.failed('cancelled', 'MigrationCancelled', `cancelled by ${requestedBy}`)
-    if (refused !== null) return this.failed('failed', 'MigrationFailed', `the target's host refused it: ${refused}`)
-    if (this.sendRefused !== null) return this.failed('failed', 'MigrationFailed', `the source's host refused to send: ${this.sendRefused}`)
-    if (target !== null && (isTerminalVmmState(target.state) || target.migration?.phase === 'failed')) {
-      return this.failed('failed', 'MigrationFailed', `the target VMM failed: ${target.migration?.reason ?? target.reason ?? target.state}`)
-    }
-    if (source !== null && isTerminalVmmState(source.state)) {
-      return this.failed('failed', 'MigrationFailed', `the source VMM ended during the migration: ${source.reason ?? source.state}`)
-    }
-    const sent = source?.migration?.id === this.id ? source.migration : null
-    if (this.sendIssued && sent?.phase === 'failed') return this.failed('failed', 'MigrationFailed', `the send failed: ${sent.reason ?? 'no reason given'}`)
-    return null
-  }
-
-  private failed (status: Failure['status'], code: string, message: string): Ending {
-    return { committed: false, failure: { status, code, message } }
+  private ending (refused: string | null): TransferEnding | null {
+    return transferEnding({
+      migrationId: this.id,
+      source: this.execution.vmm(this.source.id),
+      target: this.execution.vmm(this.target!.vmmId),
+      cancelRequestedBy: this.execution.cancelOf(this.id) ?? (this.cancelRecorded ? 'a request an earlier run of this migration took' : null),
+      targetRefused: refused,
+      sendRefused: this.sendRefused,
+      sendIssued: this.sendIssued
+    })
   }
 
   private targetReady (): boolean {
-    const phase = this.half(this.target!.vmmId)?.phase
-    return phase === 'ready' || phase === 'receiving'
+    return isTargetReady(this.half(this.target!.vmmId))
   }
 
   /** A VMM's half of this migration, as its agent last reported it. */
   private half (vmmId: string): VmmRecord['migration'] {
-    const migration = this.execution.vmm(vmmId)?.migration ?? null
-    return migration?.id === this.id ? migration : null
+    return halfOf(this.execution.vmm(vmmId), this.id)
   }
 
   // --- timeouts --------------------------------------------------------------------------------
 
-  /** What counts as progress: a new phase on either side, or a memory iteration sent. */
   private progress (): string {
-    const target = this.half(this.target!.vmmId)
-    const source = this.half(this.source.id)
-    return `${target?.phase ?? '-'}/${source?.phase ?? '-'}/${source?.iterations ?? 0}`
+    return progressMark(this.half(this.source.id), this.half(this.target!.vmmId))
   }
 
   private progressChanged (): boolean {
@@ -331,24 +302,13 @@ class Migration {
     const mark = this.progress()
     if (mark === this.progressMark) return
     this.progressMark = mark
-    this.progressAt = Date.now()
+    this.clock.progressAt = Date.now()
     const iterations = this.half(this.source.id)?.iterations ?? 0
     if (this.sendIssued) this.execution.enterPhase('sending', `to ${this.target!.hostId}, ${iterations} memory iteration(s)`)
   }
 
   private msUntilGivingUp (): number {
-    const settings = this.execution.settings.migration
-    const noProgressAt = this.progressAt + settings.progressTimeoutMs
-    const overAt = this.startedAt + completionTimeoutMs(settings, this.execution.instance.memoryMiB)
-    return Math.min(noProgressAt, overAt) - Date.now()
-  }
-
-  private timedOut (): Failure {
-    const settings = this.execution.settings.migration
-    const message = Date.now() >= this.progressAt + settings.progressTimeoutMs
-      ? `no progress for ${settings.progressTimeoutMs / 1000} s`
-      : `not complete within ${completionTimeoutMs(settings, this.execution.instance.memoryMiB) / 1000} s (${settings.completionMsPerGiB / 1000} s per GiB of memory)`
-    return { status: 'cancelled', code: 'MigrationTimedOut', message }
+    return msUntilGivingUp(this.clock, Date.now(), this.execution.settings.migration, this.execution.instance.memoryMiB)
   }
 
   // --- step 5 ----------------------------------------------------------------------------------
@@ -401,18 +361,17 @@ class Migration {
 
   /**
    * The target has the VM, so the source must not run it: it exits 0 by itself right after
-   * `migration-finished`, and is killed otherwise. A source whose send failed (`held`: paused by
-   * its agent; or `failed`, resumed, from an agent that does not hold) is killed at once; one
-   * still `sending`, paused by Cloud Hypervisor for the downtime, is given the moment its
-   * acknowledgement takes, to exit by itself.
+   * `migration-finished`, and is killed otherwise, after the waits `nextSourceWait` gives it.
    */
   private async confirmSourceGone (): Promise<void> {
     const gone = (): boolean => this.execution.isGone(this.source.id)
     if (this.onePlace) {
-      const handedOver = (): boolean => this.half(this.source.id)?.phase === 'finished'
-      const sending = (): boolean => this.half(this.source.id)?.phase === 'sending'
-      if (sending()) await this.execution.waitFor(() => gone() || !sending(), SOURCE_ACK_WAIT_MS)
-      if (handedOver()) await this.execution.waitFor(gone, SOURCE_EXIT_WAIT_MS)
+      const phase = (): VmmMigration['phase'] | null => this.half(this.source.id)?.phase ?? null
+      const had: Array<SourceWait['for']> = []
+      for (let wait = nextSourceWait(phase(), had); wait !== null; wait = nextSourceWait(phase(), had)) {
+        had.push(wait.for)
+        await this.execution.waitFor(wait.for === 'exit' ? gone : () => gone() || phase() !== 'sending', wait.ms)
+      }
     } else {
       await this.execution.waitFor(gone, SOURCE_EXIT_WAIT_MS)
     }
@@ -424,7 +383,7 @@ class Migration {
   // --- step 6 ----------------------------------------------------------------------------------
 
   /** Cancels the target (which may turn out to have committed), then confirms the source runs. */
-  private async abandon (failure: Failure): Promise<void> {
+  private async abandon (failure: MigrationFailure): Promise<void> {
     this.execution.enterPhase('cancelling', failure.message)
     await this.step('cancelling', this.sendIssued ? 'sending' : 'preparing', `${failure.message}; cancelling the migration`, { cancelRequested: failure.code === 'MigrationCancelled' })
     if (await this.cancelTarget()) {
@@ -456,7 +415,7 @@ class Migration {
       let failure: unknown = null
       const scope = new CancellationScope()
       scope.run(call).then(() => { answered = true }, (err: unknown) => { failure = err })
-      const over = (): boolean => this.execution.isGone(target.id) || isFinalPhase(this.half(target.id)?.phase ?? 'preparing')
+      const over = (): boolean => this.execution.isGone(target.id) || isFinalHalfPhase(this.half(target.id)?.phase ?? 'preparing')
       await this.execution.waitFor(() => answered || failure !== null || over())
       scope.cancel()
       if (failure !== null && !over()) throw failure
@@ -488,7 +447,7 @@ class Migration {
     }
   }
 
-  private async fail (failure: Failure): Promise<void> {
+  private async fail (failure: MigrationFailure): Promise<void> {
     const running = this.execution.isRunning(this.source.id)
     this.execution.enterPhase(running ? 'running' : 'failed', failure.code)
     await this.execution.change({
@@ -503,7 +462,7 @@ class Migration {
   }
 
   /** Records a step of the migration, with its event. */
-  private async step (name: string, phase: MigrationStatus, message: string, extra: Pick<ChangeInput, 'set' | 'vmmId'> & { cancelRequested?: boolean } = {}): Promise<void> {
+  private async step (name: string, phase: MigrationRecordPhase, message: string, extra: Pick<ChangeInput, 'set' | 'vmmId'> & { cancelRequested?: boolean } = {}): Promise<void> {
     const { cancelRequested, ...change } = extra
     await this.execution.change({
       decision: decisionKeys.migrationStep(this.id, name),

@@ -6,6 +6,10 @@
  * than the unreachable threshold is marked `unreachable`, from the moment it was last heard. That
  * is all losing contact does: it never touches its instances' state (I2).
  *
+ * Every heartbeat not yet recorded is taken, the one that started the monitor (its agent's
+ * signalWithStart) and those heard while another was being recorded included; a later one
+ * carries the latest announcement, so one record serves all that came meanwhile.
+ *
  * A host an operator declared lost stays lost; while it is, each heartbeat makes its agent destroy
  * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left.
  *
@@ -15,10 +19,12 @@
  * task timed out, the retry replayed again, and four monitors kept a worker saturated (found by
  * the performance benchmark, 800 running instances).
  */
-import { condition, continueAsNew, setHandler, workflowInfo } from '@temporalio/workflow'
+import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@temporalio/workflow'
+import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../contract/messages.js'
+import type { MonitorHostInput } from '../contract/workflows.js'
 import type { HostAnnouncement } from '../domain/host.js'
-import { agents, reads, records } from './activities.js'
-import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal, type MonitorHostInput } from './definitions.js'
+import { agents, reads, records } from './activity-proxies.js'
+import { HEARTBEATS_NOT_SKIPPED_PATCH } from './patches.js'
 
 const HISTORY_LIMIT = 200
 
@@ -37,8 +43,10 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
   setHandler(readmitHostSignal, () => { operatorAction = 'readmit' })
 
   let reachable = true
+  /** When the last heartbeat this run recorded was heard; the loop waits for a later one. */
+  let recorded = 0
   while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < HISTORY_LIMIT) {
-    const heard = heardAt
+    const heard = patched(HEARTBEATS_NOT_SKIPPED_PATCH) ? recorded : heardAt
     const wake = (): boolean => heardAt !== heard || operatorAction !== null
     // A reachable host has until the threshold to be heard; an unreachable one, forever.
     const woken = operatorAction !== null || (reachable ? await condition(wake, hostUnreachableAfterMs) : await condition(wake).then(() => true))
@@ -53,6 +61,7 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
     }
     const announcement = latest as HostAnnouncement | null
     if (heardAt === heard || announcement === null) continue
+    recorded = heardAt
     reachable = true
     if (await records.recordHostHeartbeat(announcement) === 'lost') await agents.fenceLostVmms(input.hostId)
   }

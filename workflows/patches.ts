@@ -92,3 +92,11 @@ export const GROWING_SERIES_PATCH = 'growing-series'
  * escaped and failed the execution (a stop waiting on an unreachable host, after 2 minutes).
  */
 export const SERIES_OUT_OF_TIME_PATCH = 'series-out-of-time'
+
+/**
+ * A host's monitor takes every heartbeat it has not recorded, where it compared with the last one
+ * heard when it began to wait: the heartbeat that started the monitor (the agent's
+ * signalWithStart), or one heard while the last was being recorded, was skipped until the next,
+ * and a host heard once could be marked unreachable (issue 26).
+ */
+export const HEARTBEATS_NOT_SKIPPED_PATCH = 'heartbeats-not-skipped'

@@ -7,12 +7,12 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
 import type { RebootRequest } from '../domain/requests.js'
-import { agents } from './activities.js'
-import type { InstanceExecution } from './execution.js'
+import { agents } from './activity-proxies.js'
+import type { InstanceContext } from './instance-context.js'
 import { bootNewVmm } from './start.js'
 import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
-export async function reboot (execution: InstanceExecution, request: RebootRequest): Promise<void> {
+export async function reboot (execution: InstanceContext, request: RebootRequest): Promise<void> {
   const vmm = execution.activeVmm()
   if (vmm === null || vmm.state !== 'running' || execution.instance.state !== 'running') {
     const message = `cannot reboot an instance that is ${execution.instance.state}`
@@ -57,7 +57,7 @@ export async function reboot (execution: InstanceExecution, request: RebootReque
 }
 
 /** True once the VM is running again after `vm.reboot`, false if it is not within the boot timeout. */
-async function rebootInPlace (execution: InstanceExecution, vmmId: string, hostId: string): Promise<boolean> {
+async function rebootInPlace (execution: InstanceContext, vmmId: string, hostId: string): Promise<boolean> {
   let answer
   try {
     answer = await agents.rebootVmm({ hostId, vmmId })

@@ -6,8 +6,8 @@
  * `GET /v1/admin/reconcile`.
  */
 import { patched, uuid4 } from '@temporalio/workflow'
-import type { HostReconciliation, ReconcileCounts } from '../activities/reconciler.js'
-import { reconciler, records } from './activities.js'
+import type { HostReconciliation, ReconcileCounts } from '../contract/activities.js'
+import { reconciler, records } from './activity-proxies.js'
 import { HOST_LOSS_CATCH_UP_PATCH, INSTANCE_STORAGE_PATCH } from './patches.js'
 
 export interface ReconcileSummary {

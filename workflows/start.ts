@@ -22,11 +22,11 @@ import { ActivityFailure, ApplicationFailure, CancellationScope, sleep } from '@
 import { decisionKeys } from '../domain/decisions.js'
 import { vmmSpecOf } from '../domain/instance.js'
 import type { BootRequest, StartRequest } from '../domain/requests.js'
-import { agents } from './activities.js'
-import type { ChangeInput, InstanceExecution, Placement } from './execution.js'
+import { agents } from './activity-proxies.js'
+import type { ChangeInput, InstanceContext, Placement } from './instance-context.js'
 import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
-export async function start (execution: InstanceExecution, request: StartRequest): Promise<void> {
+export async function start (execution: InstanceContext, request: StartRequest): Promise<void> {
   const active = execution.activeVmm()
   if (execution.instance.state === 'running' && active?.state === 'running') {
     await execution.change({
@@ -57,7 +57,7 @@ interface BootFailure {
  * Steps 1–4 above, recording the operation's outcome; used by start, create and reboot.
  * `began`, the operation's start, is recorded with the placement.
  */
-export async function bootNewVmm (execution: InstanceExecution, request: BootRequest, began?: ChangeInput): Promise<void> {
+export async function bootNewVmm (execution: InstanceContext, request: BootRequest, began?: ChangeInput): Promise<void> {
   const placement = await place(execution, request, began)
   if ('reason' in placement) {
     await failBoot(execution, request, { code: placement.code, message: placement.reason })
@@ -88,7 +88,7 @@ const FIRST_PLACEMENT_RETRY_MS = 1000
 const MAX_PLACEMENT_RETRY_MS = 30_000
 
 /** Step 1: places the VMM, waiting for room up to the placement timeout. */
-async function place (execution: InstanceExecution, request: BootRequest, began?: ChangeInput): Promise<Placement> {
+async function place (execution: InstanceContext, request: BootRequest, began?: ChangeInput): Promise<Placement> {
   execution.enterPhase('placing')
   const giveUpAt = Date.now() + execution.settings.placementTimeoutMs
   let placement = await execution.placeVmm(request, began)
@@ -108,7 +108,7 @@ async function place (execution: InstanceExecution, request: BootRequest, began?
   return placement
 }
 
-async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: string): Promise<BootFailure | null> {
+async function bootOnHost (execution: InstanceContext, hostId: string, vmmId: string): Promise<BootFailure | null> {
   let refused: BootFailure | null = null
   const ensure = CancellationScope.cancellable(async () => {
     const { id: instanceId, name: instanceName } = execution.instance
@@ -138,7 +138,7 @@ async function bootOnHost (execution: InstanceExecution, hostId: string, vmmId: 
   return why
 }
 
-async function failBoot (execution: InstanceExecution, request: BootRequest, failure: BootFailure): Promise<void> {
+async function failBoot (execution: InstanceContext, request: BootRequest, failure: BootFailure): Promise<void> {
   execution.enterPhase('failed', failure.code)
   await execution.change({
     decision: decisionKeys.finished(request.operationId),

@@ -3,8 +3,8 @@
  */
 import { ActivityFailure, ApplicationFailure, CancellationScope, log, patched } from '@temporalio/workflow'
 import { concludedReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import { agents } from './activities.js'
-import type { InstanceExecution } from './execution.js'
+import { agents } from './activity-proxies.js'
+import type { InstanceContext } from './instance-context.js'
 import { REFUSED_DESCRIBE_IS_NO_NEWS_PATCH } from './patches.js'
 
 /**
@@ -14,7 +14,7 @@ import { REFUSED_DESCRIBE_IS_NO_NEWS_PATCH } from './patches.js'
  * its host declared lost by an operator. An agent that affirms it has no such VMM is a positive
  * signal that it is gone.
  */
-export async function destroyOnHost (execution: InstanceExecution, vmm: VmmRecord): Promise<void> {
+export async function destroyOnHost (execution: InstanceContext, vmm: VmmRecord): Promise<void> {
   if (execution.isGone(vmm.id)) return
   let answer: { report: VmmReport | null } | null = null
   let failure: unknown = null
@@ -40,7 +40,7 @@ export async function destroyOnHost (execution: InstanceExecution, vmm: VmmRecor
  * goes on as if it had not asked, where the refusal escaped the operation and failed the whole
  * execution (issue 25).
  */
-export async function describeOnHost (execution: InstanceExecution, vmm: { hostId: string, vmmId: string }): Promise<void> {
+export async function describeOnHost (execution: InstanceContext, vmm: { hostId: string, vmmId: string }): Promise<void> {
   try {
     execution.observe(await agents.describeVmm(vmm))
   } catch (err) {

@@ -4,7 +4,7 @@
  * (VMPLANE_AGENT_TOKEN) the console routes answer 503 saying so.
  */
 import fp from 'fastify-plugin'
-import { HostAgentClient } from '../../activities/host-agent-client.js'
+import { HostAgentClient } from '../../http/host-agent-client.js'
 
 /** How long a console log may take to come from its agent. */
 const AGENT_TIMEOUT_MS = 10_000

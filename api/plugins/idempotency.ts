@@ -25,11 +25,12 @@
  * taken over at once by the API process that made it, which knows the request is over, and by any
  * other once it lapses. Should a request outlive its claim (PostgreSQL down while it ran), the IDs
  * it makes are still the key's and its request's, so a second attempt running meanwhile finds
- * what the first made. */
+ * what the first made. Its statements are db/idempotency-keys.ts's. */
 import { createHash, randomUUID } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { v5 as uuidv5 } from 'uuid'
+import { claimKey, giveBackClaim, keepAnswer, readKey, renewClaims } from '../../db/idempotency-keys.js'
 import { IDEMPOTENCY_KEY_PATTERN, IDEMPOTENCY_KEY_RULE } from '../schemas/common.js'
 import { ApiProblem } from './problem-details.js'
 
@@ -42,10 +43,12 @@ const KEY_NAMESPACE = '6f2a8b4e-3d1c-4e7a-9b5f-0c8d2e1a7f34'
 const CLAIM_LEASE_SECONDS = 10
 const CLAIM_RENEW_MS = 3000
 
+/** Makes the ID of something a request creates (`purpose` tells them apart): derived from its key, if any. */
+export type NewId = (purpose: string) => string
+
 declare module 'fastify' {
   interface FastifyRequest {
-    /** An ID for what this request creates (`purpose` tells them apart): derived from its key, if any. */
-    newId: (purpose: string) => string
+    newId: NewId
     idempotency: { key: string, hash: string } | null
   }
 }
@@ -70,11 +73,7 @@ export default fp(async (fastify) => {
   const renewal = setInterval(() => {
     if (inProgress.size === 0) return
     // A renewal PostgreSQL missed is made up by the next, within the lease.
-    fastify.db.query(
-      `UPDATE idempotency_keys SET claimed_until = now() + $4 * interval '1 second'
-        WHERE principal = $1 AND key = ANY($2) AND claimed_by = $3 AND status IS NULL`,
-      [PRINCIPAL, [...inProgress], processId, CLAIM_LEASE_SECONDS]
-    ).catch((err: unknown) => { fastify.log.warn({ err }, 'could not renew the claims of Idempotency-Keys in progress') })
+    renewClaims(fastify.db, PRINCIPAL, [...inProgress], processId, CLAIM_LEASE_SECONDS).catch((err: unknown) => { fastify.log.warn({ err }, 'could not renew the claims of Idempotency-Keys in progress') })
   }, CLAIM_RENEW_MS)
   fastify.addHook('onClose', async () => { clearInterval(renewal) })
   fastify.decorateRequest('idempotency', null)
@@ -98,36 +97,24 @@ export default fp(async (fastify) => {
     const hash = requestHash(request)
     // Claims the key, binding it to this request; or, for this request only, takes over a claim
     // that was given back, lapsed, or that this process left.
-    const claimed = await fastify.db.query(
-      `INSERT INTO idempotency_keys (principal, key, request_hash, claimed_until, claimed_by)
-       VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5)
-       ON CONFLICT (principal, key) DO UPDATE
-         SET claimed_until = EXCLUDED.claimed_until, claimed_by = EXCLUDED.claimed_by
-         WHERE idempotency_keys.status IS NULL
-           AND idempotency_keys.request_hash = EXCLUDED.request_hash
-           AND (idempotency_keys.claimed_until IS NULL OR idempotency_keys.claimed_until < now()
-             OR (idempotency_keys.claimed_by = $5 AND NOT $6))
-       RETURNING 1`,
-      [PRINCIPAL, key, hash, CLAIM_LEASE_SECONDS, processId, inProgress.has(key)]
-    )
-    if (claimed.rowCount === 1) {
+    const claimed = await claimKey(fastify.db, {
+      principal: PRINCIPAL, key, processId, requestHash: hash, leaseSeconds: CLAIM_LEASE_SECONDS, ownClaimInProgress: inProgress.has(key)
+    })
+    if (claimed) {
       request.idempotency = { key, hash }
       inProgress.add(key)
       return
     }
-    const { rows } = await fastify.db.query(
-      'SELECT request_hash, status, content_type, response FROM idempotency_keys WHERE principal = $1 AND key = $2',
-      [PRINCIPAL, key]
-    )
-    if (rows.length !== 0 && rows[0].request_hash !== hash) {
+    const kept = await readKey(fastify.db, PRINCIPAL, key)
+    if (kept !== null && kept.requestHash !== hash) {
       throw new ApiProblem(422, 'Unprocessable Content', `Idempotency-Key ${key} was used for another request`)
     }
     // Gone between the two statements (a day old, purged by the reconciler): a retry claims it afresh.
-    if (rows.length === 0 || rows[0].status === null) {
+    if (kept === null || kept.answer === null) {
       reply.header('retry-after', '1')
       throw new ApiProblem(409, 'Conflict', `a request with Idempotency-Key ${key} is still in progress; retry once it has been answered`)
     }
-    return await reply.code(rows[0].status).type(rows[0].content_type).header('idempotency-replayed', 'true').send(rows[0].response)
+    return await reply.code(kept.answer.status).type(kept.answer.contentType).header('idempotency-replayed', 'true').send(kept.answer.body)
   })
 
   // The first answer under a key is kept, errors included, but not a failure of ours (5xx):
@@ -138,25 +125,17 @@ export default fp(async (fastify) => {
     inProgress.delete(key)
     if (reply.statusCode >= 500) {
       // PostgreSQL may be what failed: the claim then lapses on its own.
-      await fastify.db.query(
-        `UPDATE idempotency_keys SET claimed_until = NULL, claimed_by = NULL
-          WHERE principal = $1 AND key = $2 AND claimed_by = $3 AND status IS NULL`,
-        [PRINCIPAL, key, processId]
-      ).catch(() => {})
+      await giveBackClaim(fastify.db, { principal: PRINCIPAL, key, processId }).catch(() => {})
       return payload
     }
-    await fastify.db.query(
-      `UPDATE idempotency_keys SET status = $4, content_type = $5, response = $6
-        WHERE principal = $1 AND key = $2 AND request_hash = $3 AND status IS NULL`,
-      [
-        PRINCIPAL,
-        key,
-        hash,
-        reply.statusCode,
-        String(reply.getHeader('content-type') ?? 'application/json'),
-        typeof payload === 'string' ? payload : JSON.stringify(payload)
-      ]
-    )
+    await keepAnswer(fastify.db, {
+      principal: PRINCIPAL,
+      key,
+      requestHash: hash,
+      status: reply.statusCode,
+      contentType: String(reply.getHeader('content-type') ?? 'application/json'),
+      body: typeof payload === 'string' ? payload : JSON.stringify(payload)
+    })
     return payload
   })
 }, { name: 'idempotency', dependencies: ['database'] })

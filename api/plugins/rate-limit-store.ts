@@ -7,21 +7,12 @@
  * `INSERT … ON CONFLICT DO UPDATE … RETURNING`, which counts it in its key's current window (or
  * starts a new one over the row of a window that has passed) and answers the count and the time
  * left. A fixed window lets a token make up to twice its limit across a window's edge, as the
- * plugin's own store does; what matters here is that replicas add nothing to it.
+ * plugin's own store does; what matters here is that replicas add nothing to it. The statement
+ * is db/rate-limits.ts's.
  */
 import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { Pool } from '../../db/pool.js'
-
-// A request from a transaction that began in the previous window (now() is its start) counts in
-// the window another replica already moved the row to, rather than moving it back.
-const COUNT = `
-  WITH clock AS (SELECT (extract(epoch FROM now()) * 1000)::bigint AS now_ms)
-  INSERT INTO rate_limit_windows AS w (key, window_start_ms, hits)
-  SELECT $1, now_ms - now_ms % $2::bigint, 1 FROM clock
-  ON CONFLICT (key) DO UPDATE
-    SET hits = CASE WHEN EXCLUDED.window_start_ms > w.window_start_ms THEN 1 ELSE w.hits + 1 END,
-        window_start_ms = GREATEST(w.window_start_ms, EXCLUDED.window_start_ms)
-  RETURNING hits, window_start_ms + $2::bigint - (SELECT now_ms FROM clock) AS ttl_ms`
+import { countRequest } from '../../db/rate-limits.js'
 
 /** A store class for the plugin's `store` option, counting in windows of `windowMs`. */
 export function postgresRateLimitStore (pool: Pool, windowMs: number): FastifyRateLimitStoreCtor {
@@ -30,8 +21,8 @@ export function postgresRateLimitStore (pool: Pool, windowMs: number): FastifyRa
     private prefix = ''
 
     incr (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void): void {
-      pool.query<{ hits: number, ttl_ms: number }>(COUNT, [this.prefix + key, windowMs]).then(
-        ({ rows: [row] }) => { callback(null, { current: row!.hits, ttl: Math.max(0, row!.ttl_ms) }) },
+      countRequest(pool, this.prefix + key, windowMs).then(
+        ({ hits, ttlMs }) => { callback(null, { current: hits, ttl: Math.max(0, ttlMs) }) },
         (error: Error) => { callback(error) }
       )
     }

@@ -5,8 +5,9 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
-import { RECONCILE_SCHEDULE_ID } from '../../workflows/definitions.js'
-import { urlInteger } from '../../http/url-integer.js'
+import { RECONCILE_SCHEDULE_ID } from '../../contract/workflows.js'
+import { lastReconcilePasses } from '../../db/reconcile-passes.js'
+import { urlInteger } from '../../domain/url-integer.js'
 
 const passSchema = z.object({
   id: z.uuid(),
@@ -36,11 +37,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       response: { 200: z.object({ items: z.array(passSchema) }) }
     }
   }, async (request) => {
-    const { rows } = await fastify.db.query(
-      'SELECT id, started_at, finished_at, counts, actions FROM reconcile_passes ORDER BY started_at DESC LIMIT $1',
-      [request.query.limit]
-    )
-    return { items: rows.map((r) => ({ id: r.id, startedAt: r.started_at, finishedAt: r.finished_at, counts: r.counts, actions: r.actions })) }
+    return { items: await lastReconcilePasses(fastify.db, request.query.limit) }
   })
 }
 

@@ -12,9 +12,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { WebSocket } from 'ws'
 import { z } from 'zod'
+import { consoleVmmOf } from '../../db/vmms.js'
 import { HostAgentError } from '../../domain/errors.js'
 import { holdMessages, type MessageSink } from '../../http/held-messages.js'
-import { urlInteger } from '../../http/url-integer.js'
+import { urlInteger } from '../../domain/url-integer.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { problemContent } from '../plugins/route-contract.js'
 import { idParamsSchema } from '../schemas/common.js'
@@ -33,20 +34,10 @@ const consoleLogQuery = z.strictObject({
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   async function target (instanceId: string): Promise<ConsoleTarget> {
-    const { rows } = await fastify.db.query(
-      `SELECT v.id, v.state, h.agent_url, i.id IS NOT NULL AS exists
-         FROM (SELECT $1::uuid AS id) wanted
-         LEFT JOIN instances i ON i.id = wanted.id
-         LEFT JOIN LATERAL (
-           SELECT v.* FROM vmms v WHERE v.instance_id = i.id ORDER BY (v.id = i.active_vmm_id) DESC, v.created_at DESC LIMIT 1
-         ) v ON true
-         LEFT JOIN hosts h ON h.id = v.host_id`,
-      [instanceId]
-    )
-    const row = rows[0]
-    if (row.exists !== true) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} does not exist`)
-    if (row.id === null) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} has never had a VMM, so it has no console`)
-    return { vmmId: row.id, state: row.state, agentUrl: row.agent_url }
+    const { instanceExists, vmm } = await consoleVmmOf(fastify.db, instanceId)
+    if (!instanceExists) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} does not exist`)
+    if (vmm === null) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} has never had a VMM, so it has no console`)
+    return { vmmId: vmm.id, state: vmm.state, agentUrl: vmm.agentUrl }
   }
 
   function agents (): NonNullable<typeof fastify.hostAgents> {

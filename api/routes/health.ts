@@ -6,6 +6,7 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
+import { countActiveHosts } from '../../db/hosts.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { problemContent } from '../plugins/route-contract.js'
 
@@ -33,7 +34,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     }
   }, async () => {
     const problems: string[] = []
-    const hosts = await fastify.db.query<{ n: number }>("SELECT count(*)::int AS n FROM hosts WHERE status = 'active'")
+    const activeHosts = await countActiveHosts(fastify.db)
       .catch((err: Error) => { problems.push(`PostgreSQL: ${err.message}`) })
     const { namespace, taskQueue } = fastify.temporalConfig
     const queue = await fastify.temporal.workflowService.describeTaskQueue({
@@ -46,7 +47,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       if (!seen) problems.push(`no worker is polling task queue ${taskQueue}`)
     }
     if (problems.length > 0) throw new ApiProblem(503, 'Service Unavailable', `not ready: ${problems.join('; ')}`)
-    return { status: 'ready' as const, activeHosts: hosts?.rows[0]?.n ?? 0 }
+    return { status: 'ready' as const, activeHosts: activeHosts ?? 0 }
   })
 }
 

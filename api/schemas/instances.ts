@@ -5,7 +5,7 @@ import { bootSourceSchema, imageNameSchema, sshKeySchema, textSchema } from '../
 import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import { BOOT_DISK_NAME, INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
-import { urlInteger } from '../../http/url-integer.js'
+import { urlInteger } from '../../domain/url-integer.js'
 import { cursorSchema } from './common.js'
 import { networkRefSchema } from './networks.js'
 import { migrationSchema } from './migrations.js'

@@ -1,19 +1,19 @@
 import { z } from 'zod'
 import { HOST_ID_PATTERN } from '../../domain/ids.js'
-import { MIGRATION_STATUSES, type Migration } from '../../domain/migration.js'
-import { MIGRATION_PHASES, VMM_STATES } from '../../domain/vmm.js'
+import { MIGRATION_RECORD_PHASES, type Migration } from '../../domain/migration.js'
+import { MIGRATION_HALF_PHASES, VMM_STATES } from '../../domain/vmm.js'
 
 const sideSchema = z.object({
   vmmId: z.uuid(),
   hostId: z.string(),
   vmmState: z.enum(VMM_STATES),
-  phase: z.enum(MIGRATION_PHASES).nullable().describe("this side's half, as its host's agent last reported it"),
+  phase: z.enum(MIGRATION_HALF_PHASES).nullable().describe("this side's half, as its host's agent last reported it"),
   generation: z.number().int().describe("the generation of the agent's last report applied")
 })
 
 export const migrationSchema = z.object({
   id: z.uuid().describe('the ID of the migrate operation'),
-  phase: z.enum(MIGRATION_STATUSES),
+  phase: z.enum(MIGRATION_RECORD_PHASES),
   source: sideSchema,
   target: sideSchema.nullable().describe('null until the target VMM is placed'),
   requestedHostId: z.string().nullable(),

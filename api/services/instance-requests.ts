@@ -31,6 +31,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client'
 import fp from 'fastify-plugin'
+import { placementStatusOf } from '../../db/hosts.js'
 import { insertInstance } from '../../db/instances.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { insertOperation } from '../../db/operations.js'
@@ -39,14 +40,10 @@ import { verdictFor } from '../../domain/instance-rules.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { OperationKind } from '../../domain/operation.js'
 import { instanceWorkflowId } from '../../domain/ids.js'
-import {
-  WORKFLOW_TYPES,
-  cancelMigrationSignal,
-  haltRequestedSignal,
-  operationStart,
-  operationRequestedSignal
-} from '../../workflows/definitions.js'
+import { cancelMigrationSignal, haltRequestedSignal, operationRequestedSignal } from '../../contract/messages.js'
+import { WORKFLOW_TYPES, operationStart } from '../../contract/workflows.js'
 import type { CreateRequest, HaltRequest, HandoffRequest, NewInstance, OperationRequest } from '../../domain/requests.js'
+import type { NewId } from '../plugins/idempotency.js'
 import { ApiProblem, isDependencyUnavailable } from '../plugins/problem-details.js'
 import { insertProblemAnswer, resolveResources, type ResourcesInput } from './instance-resources.js'
 import type { InstanceView, InstancesRepository } from './instances-repository.js'
@@ -64,9 +61,6 @@ export interface Accepted {
  */
 const RECORD_PATIENCE_MS = 30_000
 const RECORD_RETRY_MS = 500
-
-/** Makes the ID of something a request creates (plugins/idempotency.ts). */
-export type NewId = (purpose: string) => string
 
 export interface CreateInput extends ResourcesInput {
   name: string
@@ -299,11 +293,11 @@ export function createInstanceRequests (deps: Dependencies) {
 
 /** A migration's named target must be able to take a VMM now; placement checks it again. */
 async function checkTargetHost (db: Pool, hostId: string, instance: InstanceView): Promise<void> {
-  const { rows } = await db.query('SELECT status, cordoned_at FROM hosts WHERE id = $1', [hostId])
+  const host = await placementStatusOf(db, hostId)
   const invalid = (message: string) => new ApiProblem(409, 'Conflict', `body.targetHostId: ${message}`, [{ path: 'body.targetHostId', message }])
-  if (rows.length === 0) throw new ApiProblem(422, 'Unprocessable Content', `body.targetHostId: host ${hostId} does not exist`, [{ path: 'body.targetHostId', message: `host ${hostId} does not exist` }])
-  if (rows[0].status !== 'active') throw invalid(`host ${hostId} is ${rows[0].status}`)
-  if (rows[0].cordoned_at !== null) throw invalid(`host ${hostId} is cordoned`)
+  if (host === null) throw new ApiProblem(422, 'Unprocessable Content', `body.targetHostId: host ${hostId} does not exist`, [{ path: 'body.targetHostId', message: `host ${hostId} does not exist` }])
+  if (host.status !== 'active') throw invalid(`host ${hostId} is ${host.status}`)
+  if (host.cordonedAt !== null) throw invalid(`host ${hostId} is cordoned`)
   if (instance.vmm?.hostId === hostId) throw invalid(`the instance already runs on host ${hostId}`)
 }
 

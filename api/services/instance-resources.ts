@@ -14,7 +14,7 @@ import type { CloudInitInput } from '../../domain/instance.js'
 import { BOOT_DISK_NAME } from '../../domain/limits.js'
 import type { NewDisk, NewInterface } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
-import type { NewId } from './instance-requests.js'
+import type { NewId } from '../plugins/idempotency.js'
 
 const GIB = 1024 ** 3
 

@@ -1,14 +1,18 @@
 /**
  * What the API reads: instances with their active VMM and the operation in flight, operations
- * and hosts. One query per request, paged by keyset so a page costs the same at any depth.
+ * and hosts, as the API shows them. One query per request (db/'s repositories hold them), paged
+ * by keyset so a page costs the same at any depth.
  */
 import fp from 'fastify-plugin'
 import type { z } from 'zod'
+import { findHostViewRow, listHostViewRows } from '../../db/hosts.js'
+import { eventPage } from '../../db/instance-events.js'
+import { findInstanceViewRow, instanceViewRowsAfter } from '../../db/instance-views.js'
+import { instanceExists } from '../../db/instances.js'
+import { migrationOf, migrationsOf } from '../../db/live-migrations.js'
+import { readOperation } from '../../db/operations.js'
 import type { Pool } from '../../db/pool.js'
-import {
-  EVENT_COLUMNS, HOST_COLUMNS, INSTANCE_COLUMNS, MIGRATION_JOINS, MIGRATION_JSON, OPERATION_COLUMNS,
-  isoOrNull, toEvent, toHost, toInstance, toMigration, toOperation
-} from '../../db/rows.js'
+import { isoOrNull, toHost, toInstance, toMigration, toOperation } from '../../db/rows.js'
 import { conditionsOf } from '../../domain/conditions.js'
 import type { InstanceDisk, InstanceInterface, InstanceState } from '../../domain/instance.js'
 import { tapNameOf } from '../../domain/interfaces.js'
@@ -21,25 +25,6 @@ import { ApiProblem } from '../plugins/problem-details.js'
 
 export type InstanceView = z.infer<typeof instanceSchema>
 export type HostView = z.infer<typeof hostSchema>
-
-const INSTANCE_VIEW_QUERY = `
-  SELECT ${INSTANCE_COLUMNS}, i.seq,
-         v.id AS vmm_id, v.host_id AS vmm_host_id, v.state AS vmm_state, v.reason AS vmm_reason, v.exit AS vmm_exit,
-         v.unresponsive_since AS vmm_unresponsive_since, h.status AS host_status, h.status_since AS host_status_since,
-         h.contact_failing_since AS host_contact_failing_since,
-         to_jsonb(o) AS operation, mg.migration
-    FROM instances i
-    LEFT JOIN vmms v ON v.id = i.active_vmm_id
-    LEFT JOIN hosts h ON h.id = v.host_id
-    LEFT JOIN LATERAL (
-      SELECT ${OPERATION_COLUMNS} FROM operations o
-       WHERE o.instance_id = i.id AND o.finished_at IS NULL
-       ORDER BY o.started_at DESC LIMIT 1
-    ) o ON true
-    LEFT JOIN LATERAL (
-      SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS}
-       WHERE m.instance_id = i.id AND m.finished_at IS NULL
-    ) mg ON true`
 
 function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): InstanceView {
   const { generation: _generation, activeVmmId: _activeVmmId, restartAttempts: _restartAttempts, disks, interfaces, cloudInit, ...instance } = toInstance(row)
@@ -94,12 +79,6 @@ function interfaceView (nic: InstanceInterface): InstanceView['interfaces'][numb
   }
 }
 
-const HOST_VIEW_QUERY = `
-  SELECT ${HOST_COLUMNS}, h.cordoned_at,
-         (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms,
-         (SELECT to_jsonb(d) FROM drains d WHERE d.host_id = h.id ORDER BY d.started_at DESC LIMIT 1) AS drain
-    FROM hosts h`
-
 function toHostView (row: Record<string, any>): HostView {
   const { vcpus, memoryMiB, ...host } = toHost(row)
   const drain = row.drain as Record<string, any> | null
@@ -144,20 +123,14 @@ export function createInstancesRepository (db: Pool, unreachableAfterMs: number)
   const toView = (row: Record<string, any>): InstanceView => toInstanceView(row, unreachableAfterMs)
   return {
     async find (id: string): Promise<InstanceView | null> {
-      const { rows } = await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.id = $1`, [id])
-      return rows.length === 0 ? null : toView(rows[0])
+      const row = await findInstanceViewRow(db, id)
+      return row === null ? null : toView(row)
     },
 
     /** A page of instances, oldest first; destroyed ones only when asked for by state. */
     async list (options: { limit: number, cursor?: string, state?: InstanceState }) {
       const after = options.cursor === undefined ? 0 : decodeCursor(options.cursor)
-      const { rows } = await db.query(
-        `${INSTANCE_VIEW_QUERY}
-          WHERE ($1::text IS NULL AND i.destroyed_at IS NULL OR i.state = $1) AND i.seq > $2
-          ORDER BY i.seq
-          LIMIT $3`,
-        [options.state ?? null, after, options.limit + 1]
-      )
+      const rows = await instanceViewRowsAfter(db, { state: options.state ?? null, afterSeq: after, limit: options.limit + 1 })
       const page = rows.slice(0, options.limit)
       const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
       return { items: page.map(toView), nextCursor }
@@ -166,49 +139,42 @@ export function createInstancesRepository (db: Pool, unreachableAfterMs: number)
     /** An instance's history, newest first; `null` when the instance does not exist. */
     async listEvents (instanceId: string, options: { limit: number, cursor?: string }) {
       const before = options.cursor === undefined ? Number.MAX_SAFE_INTEGER : decodeCursor(options.cursor)
-      const [exists, { rows }] = await Promise.all([
-        db.query('SELECT 1 FROM instances WHERE id = $1', [instanceId]),
-        db.query(
-          `SELECT ${EVENT_COLUMNS}, e.seq FROM instance_events e
-            WHERE e.instance_id = $1 AND e.seq < $2
-            ORDER BY e.seq DESC LIMIT $3`,
-          [instanceId, before, options.limit + 1]
-        )
+      const [exists, rows] = await Promise.all([
+        instanceExists(db, instanceId),
+        eventPage(db, instanceId, before, options.limit + 1)
       ])
-      if (exists.rowCount === 0) return null
+      if (!exists) return null
       const page = rows.slice(0, options.limit)
       const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
-      return { items: page.map(toEvent), nextCursor }
+      return { items: page.map((row) => row.event), nextCursor }
     },
 
     /** An instance's migrations, newest first; `null` when the instance does not exist. */
     async listMigrations (instanceId: string): Promise<MigrationView[] | null> {
-      const [exists, { rows }] = await Promise.all([
-        db.query('SELECT 1 FROM instances WHERE id = $1', [instanceId]),
-        db.query(`SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS} WHERE m.instance_id = $1 ORDER BY m.started_at DESC LIMIT 100`, [instanceId])
+      const [exists, migrations] = await Promise.all([
+        instanceExists(db, instanceId),
+        migrationsOf(db, instanceId)
       ])
-      if (exists.rowCount === 0) return null
-      return rows.map((row) => migrationView(toMigration(row.migration)))
+      if (!exists) return null
+      return migrations.map(migrationView)
     },
 
     async findMigration (instanceId: string, migrationId: string): Promise<MigrationView | null> {
-      const { rows } = await db.query(`SELECT ${MIGRATION_JSON} AS migration FROM migrations m ${MIGRATION_JOINS} WHERE m.id = $1 AND m.instance_id = $2`, [migrationId, instanceId])
-      return rows.length === 0 ? null : migrationView(toMigration(rows[0].migration))
+      const migration = await migrationOf(db, instanceId, migrationId)
+      return migration === null ? null : migrationView(migration)
     },
 
     async findOperation (id: string): Promise<Operation | null> {
-      const { rows } = await db.query(`SELECT ${OPERATION_COLUMNS} FROM operations o WHERE o.id = $1`, [id])
-      return rows.length === 0 ? null : toOperation(rows[0])
+      return await readOperation(db, id)
     },
 
     async listHosts (): Promise<HostView[]> {
-      const { rows } = await db.query(`${HOST_VIEW_QUERY} ORDER BY h.id`)
-      return rows.map(toHostView)
+      return (await listHostViewRows(db)).map(toHostView)
     },
 
     async findHost (id: string): Promise<HostView | null> {
-      const { rows } = await db.query(`${HOST_VIEW_QUERY} WHERE h.id = $1`, [id])
-      return rows.length === 0 ? null : toHostView(rows[0])
+      const row = await findHostViewRow(db, id)
+      return row === null ? null : toHostView(row)
     }
   }
 }

@@ -120,7 +120,8 @@ export class ReportOutbox {
   }
 
   async #deliver (vmm: VmmSupervisor): Promise<void> {
-    const { record } = vmm
+    // What is saved, never a change still being saved (vmm-supervisor.ts).
+    const record = vmm.durable
     const generation = record.generation
     if (generation <= record.reportedGeneration && !this.#forced.has(vmm.id)) {
       this.#due.delete(vmm.id)
@@ -130,7 +131,7 @@ export class ReportOutbox {
     this.#forced.delete(vmm.id)
     await vmm.markReported(generation)
     vmm.log.debug({ generation, state: record.state }, 'report accepted by Temporal')
-    if (record.generation === generation) this.#due.delete(vmm.id)
+    if (vmm.durable.generation === generation) this.#due.delete(vmm.id)
   }
 
   #scheduleRetry (err: Error): void {

@@ -10,8 +10,9 @@ import { Client, Connection } from '@temporalio/client'
 import type { HostAnnouncement } from '../../domain/host.js'
 import { hostWorkflowId } from '../../domain/ids.js'
 import type { VmmReport } from '../../domain/vmm.js'
-import { hostHeartbeatSignal, reportDelivery, WORKFLOW_TASK_TIMEOUT, WORKFLOW_TYPES, type MonitorHostInput } from '../../workflows/definitions.js'
-import { HostIdKey } from '../../workflows/search-attributes.js'
+import { hostHeartbeatSignal } from '../../contract/messages.js'
+import { reportDelivery, WORKFLOW_TASK_TIMEOUT, WORKFLOW_TYPES, type MonitorHostInput } from '../../contract/workflows.js'
+import { HostIdKey } from '../../contract/search-attributes.js'
 
 const CALL_TIMEOUT_MS = 10_000
 

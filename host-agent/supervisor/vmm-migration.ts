@@ -75,7 +75,8 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
 import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
-import { isFinalPhase, isTerminalVmmState, type MigrationPhase, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
+import { adoptedReceiveStep, halfStepOnEvent } from '../../domain/migration-half.js'
+import { isFinalHalfPhase, isTerminalVmmState, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -117,17 +118,6 @@ export interface MigrationSettings {
   onEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
 }
 
-/** How far along its half each phase is: a half only moves to a later one. */
-const PHASE_RANK: Record<MigrationPhase, number> = { preparing: 0, sending: 0, ready: 1, receiving: 2, held: 2, finished: 3, failed: 3 }
-
-/** The target's phase each receive event stands for. */
-const RECEIVE_EVENTS: Record<string, MigrationPhase | undefined> = {
-  'migration-receive-ready': 'ready',
-  'migration-receive-started': 'receiving',
-  'migration-receive-finished': 'finished',
-  'migration-receive-failed': 'failed'
-}
-
 /** How long to wait before asking again a VMM whose connections are all taken (503). */
 const BUSY_RETRY_MS = 200
 /** How long to wait before pausing again a VM the migration's worker has not given back yet. */
@@ -158,7 +148,7 @@ export class MigrationHalf {
   /** Whether the VMM has a half under way, which its events still move. */
   get inProgress (): boolean {
     const migration = this.vmm.record.migration
-    return migration !== null && !isFinalPhase(migration.phase)
+    return migration !== null && !isFinalHalfPhase(migration.phase)
   }
 
   /** A target that has not received its VM: its receive is under way, or failed and the VMM not yet killed. */
@@ -172,30 +162,21 @@ export class MigrationHalf {
     return this.vmm.record.migration?.role === 'source' ? this.vmm.record.outgoing?.eventsFrom ?? 0 : 0
   }
 
-  /** Applies one of the VMM's events to the half in progress; the task settles once it is recorded. */
+  /** Applies one of the VMM's events to the half in progress (`halfStepOnEvent` decides); the task settles once it is recorded. */
   async onEvent (event: VmmEvent): Promise<void> {
-    const migration = this.vmm.record.migration
-    // A held source's migration is over as far as Cloud Hypervisor goes: the control plane decides the rest.
-    if (event.source !== 'vm' || migration === null || isFinalPhase(migration.phase) || migration.phase === 'held') return
-    if (migration.role === 'target') {
-      const phase = RECEIVE_EVENTS[event.event]
-      if (phase === 'finished') await this.#finishReceive('migration-receive-finished')
-      else if (phase === 'failed') await this.#failReceive('Cloud Hypervisor reported migration-receive-failed')
-      else if (phase !== undefined) await this.#advance(migration, phase)
-      return
-    }
-    if (event.event === 'migration-started') {
-      await this.#sendStarted(migration)
-    } else if (event.event === 'paused') {
-      await this.#markDowntime()
-    } else if (event.event === 'migration-memory-iteration') {
-      const iterations = Number(event.properties?.id) + 1
-      if (iterations > migration.iterations) await this.vmm.update({ migration: { ...migration, iterations, progressAt: now() } })
-    } else if (event.event === 'migration-finished') {
-      await this.#end('finished', null, { reason: `the VM migrated to ${this.vmm.record.outgoing?.destinationUrl ?? 'the target'}; the VMM exits` })
-    } else if (event.event === 'migration-failed') {
-      if (this.vmm.record.outgoing?.downtimeBegan === true) await this.#hold(migration)
-      else await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration.id} failed; the VM runs on here` })
+    const { migration, outgoing } = this.vmm.record
+    const next = halfStepOnEvent(migration, outgoing?.downtimeBegan === true, event)
+    switch (next.step) {
+      case 'none': return
+      case 'advance': return await this.#advance(migration!, next.phase)
+      case 'receive-finished': return await this.#finishReceive('migration-receive-finished')
+      case 'receive-failed': return await this.#failReceive('Cloud Hypervisor reported migration-receive-failed')
+      case 'send-started': return await this.#sendStarted(migration!)
+      case 'downtime-began': return await this.#markDowntime()
+      case 'iteration': return await this.vmm.update({ migration: { ...migration!, iterations: next.iterations, progressAt: now() } })
+      case 'sent': return await this.#end('finished', null, { reason: `the VM migrated to ${outgoing?.destinationUrl ?? 'the target'}; the VMM exits` })
+      case 'hold': return await this.#hold(migration!)
+      case 'send-failed': return await this.#end('failed', 'Cloud Hypervisor reported migration-failed', { reason: `migration ${migration!.id} failed; the VM runs on here` })
     }
   }
 
@@ -236,14 +217,17 @@ export class MigrationHalf {
       const vmState = await this.#vmStateOnceFree(abort.signal)
       await this.vmm.catchUpEvents()
       const migration = this.vmm.record.migration
-      if (migration === null || isFinalPhase(migration.phase)) return
-      if (vmState === 'Running') {
-        await this.#finishReceive('vm.info shows the VM running here')
-      } else if (vmState === null && migration.phase === 'preparing') {
-        this.vmm.log.info('no receive event and no VM: the receive was never issued; issuing it')
-        await this.#issueReceive(abort.signal)
-      } else {
-        await this.#failReceive(`the receive ended while no agent watched, and the VM here is ${vmState ?? 'gone'}`)
+      if (migration === null || isFinalHalfPhase(migration.phase)) return
+      switch (adoptedReceiveStep(vmState, migration.phase)) {
+        case 'finish':
+          await this.#finishReceive('vm.info shows the VM running here')
+          break
+        case 'issue-receive':
+          this.vmm.log.info('no receive event and no VM: the receive was never issued; issuing it')
+          await this.#issueReceive(abort.signal)
+          break
+        case 'fail':
+          await this.#failReceive(`the receive ended while no agent watched, and the VM here is ${vmState ?? 'gone'}`)
       }
     } catch (err) {
       if (abort.signal.aborted || await this.vmm.diedDuring(err)) return
@@ -306,7 +290,7 @@ export class MigrationHalf {
   async #finishReceive (how: string): Promise<void> {
     const { record } = this.vmm
     const migration = record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     // A stop asked for meanwhile stands: the VMM stays `stopping`, and its presses resume.
     const running = record.state === 'starting' ? { state: 'running' as const, reason: `VM received by live migration ${migration.id} (${how}); it runs here now` } : {}
     await this.#end('finished', null, running)
@@ -316,7 +300,7 @@ export class MigrationHalf {
   /** The receive failed: the half is `failed` and the single-use target killed. */
   async #failReceive (why: string): Promise<void> {
     const migration = this.vmm.record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     await this.#end('failed', why)
     await this.vmm.killFor({ cause: 'migration-failed', reason: this.#failedReason(why) })
   }
@@ -363,7 +347,7 @@ export class MigrationHalf {
         return
       }
       if (record.state !== 'running') throw conflict(`cannot send VMM ${record.id}: it is ${record.state}`)
-      if (current !== null && !isFinalPhase(current.phase)) throw conflict(`VMM ${record.id} has migration ${current.id} in progress`)
+      if (current !== null && !isFinalHalfPhase(current.phase)) throw conflict(`VMM ${record.id} has migration ${current.id} in progress`)
       if (current?.role === 'source' && current.phase === 'finished') throw conflict(`VMM ${record.id} has sent its VM away (migration ${current.id})`)
       const outgoing: OutgoingMigration = { ...request, eventsFrom: await eventFileSize(this.vmm.eventsPath), accepted: false, downtimeBegan: false }
       await this.vmm.update({
@@ -486,9 +470,8 @@ export class MigrationHalf {
 
   // --- both --------------------------------------------------------------------------------
 
-  /** Moves the half to a later phase that is not final. */
-  async #advance (migration: VmmMigration, phase: MigrationPhase): Promise<void> {
-    if (PHASE_RANK[phase] <= PHASE_RANK[migration.phase]) return
+  /** Moves a target's half to a later phase that is not final. */
+  async #advance (migration: VmmMigration, phase: 'ready' | 'receiving'): Promise<void> {
     await this.vmm.update({ migration: { ...migration, phase, progressAt: now() } })
     if (phase === 'ready') crashPoint('agent.migration.after-receive')
   }
@@ -499,7 +482,7 @@ export class MigrationHalf {
    */
   async #end (phase: 'finished' | 'failed', why: string | null, changes: Partial<AgentVmmRecord> = {}, outcome: MigrationOutcome = phase): Promise<void> {
     const migration = this.vmm.record.migration
-    if (migration === null || isFinalPhase(migration.phase)) return
+    if (migration === null || isFinalHalfPhase(migration.phase)) return
     await this.vmm.update({ ...changes, migration: { ...migration, phase, progressAt: now(), reason: why } })
     this.settings.onEnded(migration.role, outcome)
     if (migration.receiverUrl !== null) await this.settings.transport.clear(migration.receiverUrl)

@@ -39,7 +39,10 @@
  * the migration moves with its events, and a stop or a kill of either half works as on any VMM.
  *
  * Every change the control plane should hear about bumps `generation`, is persisted, and is
- * handed to the report outbox (`onChange`).
+ * handed to the report outbox (`onChange`). What the agent says of the VMM (`view`, `durable`:
+ * its API's answers and its reports) is the record as last saved, never a change still being
+ * saved: an agent killed before the save comes back without the change, and must not have told
+ * anyone of it (a VMM seen `running` came back `starting`, spawned again).
  */
 import { writeFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
@@ -121,11 +124,15 @@ export class VmmSupervisor {
   #deadlineTimer: NodeJS.Timeout | null = null
   /** Settles once the end of the process has been recorded. */
   #concluded: Promise<void> | null = null
+  /** The record as last saved (module comment). */
+  #durable: AgentVmmRecord
 
   constructor (
     private readonly context: VmmContext,
     readonly record: AgentVmmRecord
   ) {
+    // A record handed over is saved already: loaded from disk, or recorded before its supervisor.
+    this.#durable = structuredClone(record)
     this.paths = vmmPaths(context.store.dirOf(record.id))
     this.log = context.log.child({ vmmId: record.id, instanceId: record.instanceId })
     this.#client = new CloudHypervisorClient(this.paths.apiSocket, context.settings.vmmCallTimeoutMs)
@@ -155,12 +162,17 @@ export class VmmSupervisor {
     return this.record.id
   }
 
+  /** The record as last saved: what the agent may say of the VMM. */
+  get durable (): Readonly<AgentVmmRecord> {
+    return this.#durable
+  }
+
   get terminal (): boolean {
     return isTerminalVmmState(this.record.state)
   }
 
   view (): VmmView {
-    return toView(this.record, this.context.settings.hostId)
+    return toView(this.#durable, this.context.settings.hostId)
   }
 
   /**
@@ -556,7 +568,10 @@ export class VmmSupervisor {
       this.record.generation++
       this.record.updatedAt = new Date().toISOString()
     }
-    await this.context.store.save(this.record)
+    const saving = structuredClone(this.record)
+    await this.context.store.save(saving)
+    // Saves of one record complete in the order they were asked for (record-store.ts).
+    this.#durable = saving
     if (bump) this.context.onChange(this)
   }
 

@@ -68,7 +68,7 @@ function buildInputs () {
 }
 
 export function ensureBuilt () {
-  const built = existsSync(join(REPO_ROOT, 'dist', 'bin', 'dev-stack.js')) ? mtimeMs(BUILD_STAMP) : 0
+  const built = existsSync(join(REPO_ROOT, 'dist', 'stack', 'dev-stack.js')) ? mtimeMs(BUILD_STAMP) : 0
   const changed = Math.max(...buildInputs().map(newestMtimeMs))
   if (built >= changed) return
   console.log(built === 0 ? 'building (npm run build)' : 'sources changed since the last build: building (npm run build)')

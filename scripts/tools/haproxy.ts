@@ -1,6 +1,6 @@
 /**
  * HAProxy, Debian's `haproxy` package: the load balancer the dev stack puts in front of its API
- * replicas (scripts/dev-stack/api-balancer.ts). `ensureHaproxy()` installs it with apt-get when it
+ * replicas (stack/api-balancer.ts). `ensureHaproxy()` installs it with apt-get when it
  * is missing; `npm test` calls it before the tests, the dev stack when it runs more than one API.
  */
 import { ensureDebianProgram } from './debian-packages.js'

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import WebSocket, { WebSocketServer } from 'ws'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { waitFor } from '../../stack/wait.js'
 import { OPERATOR_TOKEN, startInProcessApi, type InProcessApi } from '../helpers/api-server.js'
 
 describe('the console relay', { timeout: 60_000 }, () => {

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
-const SUITE = join(REPO_ROOT, 'dist', 'scripts', 'bench', 'suite.js')
+const SUITE = join(REPO_ROOT, 'dist', 'bench', 'suite.js')
 /** The figures the report format names, each a finite number. */
 const FIGURES = [
   'floor.start.p50Ms', 'floor.start.p99Ms', 'vmplane.start.p50Ms', 'vmplane.start.p99Ms', 'ratio.startP50',

@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../stack/wait.js'
 import { assertOneLineError, runCli, startCli, type CliResult } from '../helpers/cli.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 

@@ -15,8 +15,8 @@ import { ContractRun } from '../helpers/contract/send.js'
 import { stateOf } from '../helpers/contract/state.js'
 import { newInstance, runningInstanceAtRest, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
-import { checkInvariants } from '../../scripts/dev-stack/invariants.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { checkInvariants } from '../helpers/invariants.js'
+import { waitUntil } from '../../stack/wait.js'
 
 /** Rounds of valid requests over every route, and valid requests each hostile variation is made of. */
 const VALID_ROUNDS = 15

@@ -15,7 +15,7 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
   hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody
@@ -211,6 +211,13 @@ describe('the operator runbook, docs/operations.md', async () => {
 
   const steps: Record<string, Step[]> = {
     [SETUP_SECTION]: [],
+    'Readiness: what to wait for': [
+      {
+        command: /^until curl -sf "\$API\/readyz"[^\n]*\nuntil curl [^\n]*\/v1\/images[^\n]*debian-12\.qcow2/,
+        // Both waits end: the API is ready and a host has the image.
+        check: (output) => assert.equal(output, '')
+      }
+    ],
     'What is this instance doing?': [
       {
         command: /curl .*\/v1\/instances\/<instance-id> \| jq/,

@@ -1,5 +1,5 @@
 /**
- * The CI-sized crash campaign (scripts/campaign/campaign.ts) on the stack's cluster shape: Temporal's
+ * The CI-sized crash campaign (test/helpers/crash-campaign.ts) on the stack's cluster shape: Temporal's
  * own server on the stack's PostgreSQL, two API replicas behind HAProxy and two workers. Instances
  * are created, stopped and deleted across 4 hosts while, twice a phase, a worker replica, an API
  * replica and Temporal's server are SIGKILLed, and once a phase PostgreSQL is SIGKILLed and once
@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { CAMPAIGN_STACK_ENV, CLUSTER_STRIKES, runCampaign } from '../../scripts/campaign/campaign.js'
+import { CAMPAIGN_STACK_ENV, CLUSTER_STRIKES, runCampaign } from '../helpers/crash-campaign.js'
 import { assertNothingWrong, devicePointKills } from '../helpers/campaign.js'
 import { startStack, type TestStack } from '../helpers/stack.js'
 

@@ -1,5 +1,5 @@
 /**
- * The CI-sized crash campaign (scripts/campaign/campaign.ts): instances with disks, an interface
+ * The CI-sized crash campaign (test/helpers/crash-campaign.ts): instances with disks, an interface
  * and cloud-init created, stopped and deleted across 4 hosts while the worker and host agents are
  * SIGKILLed, and the worker frozen past the workflow task timeout, at random moments (and, while
  * creating, right after an agent made a disk or a TAP); no orphan VMM, disk or TAP, no duplicate
@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { CAMPAIGN_STACK_ENV, DEV_STRIKES, runCampaign } from '../../scripts/campaign/campaign.js'
+import { CAMPAIGN_STACK_ENV, DEV_STRIKES, runCampaign } from '../helpers/crash-campaign.js'
 import { assertNothingWrong, devicePointKills } from '../helpers/campaign.js'
 import { startStack, type TestStack } from '../helpers/stack.js'
 

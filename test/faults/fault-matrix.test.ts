@@ -4,18 +4,18 @@
  * turn (faults/crash-points.ts). The dev stack restarts what was killed, as a service manager
  * would; the client retries with its Idempotency-Key, as a careful one does. Each case asserts
  * that the point was reached, that the operation reached its outcome, and then that the whole
- * stack holds the invariants (scripts/dev-stack/invariants.ts): one VMM per running instance, no
+ * stack holds the invariants (test/helpers/invariants.ts): one VMM per running instance, no
  * VMM process without a live record, no leaked reservation, no orphan disk or TAP, no leaked or
  * shared address, every instance as its VMM is.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { CrashPoint } from '../../faults/crash-points.js'
-import { isRunning } from '../../scripts/dev-stack/processes.js'
-import { sendUntilAnswered } from '../../scripts/dev-stack/retrying-client.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { isRunning } from '../../stack/processes.js'
+import { sendUntilAnswered } from '../helpers/retrying-client.js'
+import { waitFor } from '../../stack/wait.js'
 import { CASE_TIMEOUT_MS, settled, startFaultStack } from '../helpers/fault-stack.js'
-import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import type { TestStack } from '../helpers/stack.js'
 

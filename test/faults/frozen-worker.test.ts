@@ -3,15 +3,15 @@
  * after each write of each operation has committed, for longer than a workflow task's timeout,
  * and a stop, delete, start or forceStop arrives during the freeze. Whatever path the execution
  * then takes, every accepted request must end recorded as what happened, and the instance must
- * be as its record says (scripts/dev-stack/invariants.ts).
+ * be as its record says (test/helpers/invariants.ts).
  */
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import type { CrashPoint } from '../../faults/crash-points.js'
-import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
-import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
+import { checkInvariants, violationsOf, type InvariantReport } from '../helpers/invariants.js'
+import { waitFor } from '../../stack/wait.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { newInstance, waitForInstance, waitForState } from '../helpers/instances.js'
 import { temporalCli } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'

@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
-import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { runningInstanceAtRest, waitForState } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 

@@ -8,7 +8,7 @@
  * (issue 14).
  *
  * Afterwards every accepted request has ended recorded (I5), every delete recorded `succeeded`
- * left its instance destroyed, the stack holds every invariant (scripts/dev-stack/invariants.ts),
+ * left its instance destroyed, the stack holds every invariant (test/helpers/invariants.ts),
  * the worker logged no nondeterminism, every execution replays, and the worker ended only by the
  * test's kill.
  */
@@ -16,9 +16,9 @@ import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
-import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
-import { replayExecutions } from '../../scripts/dev-stack/replay-executions.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { checkInvariants, violationsOf, type InvariantReport } from '../helpers/invariants.js'
+import { replayExecutions } from '../helpers/replay-executions.js'
+import { waitFor } from '../../stack/wait.js'
 import { newInstance, waitForState } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 

@@ -3,7 +3,7 @@
  * its own strikes.
  */
 import assert from 'node:assert/strict'
-import type { CampaignReport, InvariantCounts, PhaseReport } from '../../scripts/campaign/campaign.js'
+import type { CampaignReport, InvariantCounts, PhaseReport } from './crash-campaign.js'
 
 const NOTHING_WRONG: InvariantCounts = {
   orphanVmms: 0,

@@ -1,6 +1,6 @@
 /**
  * A real PostgreSQL of its own for a test file of activities, with vmplane's schema: the dev
- * stack's server (scripts/dev-stack/postgres.ts) in a temporary directory, nothing else. Call
+ * stack's server (stack/postgres.ts) in a temporary directory, nothing else. Call
  * `stop()` in an `after` hook.
  */
 import { spawn } from 'node:child_process'
@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { migrate } from '../../db/migrate.js'
 import { createPool, type Pool } from '../../db/pool.js'
-import { stackPaths } from '../../scripts/dev-stack/data-dir.js'
-import { freePorts } from '../../scripts/dev-stack/launcher.js'
-import { ensureDatabase, preparePostgres, waitForPostgres } from '../../scripts/dev-stack/postgres.js'
+import { stackPaths } from '../../stack/data-dir.js'
+import { freePorts } from './launcher.js'
+import { ensureDatabase, preparePostgres, waitForPostgres } from '../../stack/postgres.js'
 
 export interface TestDatabase {
   pool: Pool

@@ -2,15 +2,16 @@
  * The fast layer's stand-in for what a host drain (workflows/drain-host.ts) reads and writes, as
  * activities/drains.ts does against PostgreSQL: instances and their VMMs on hosts, the migrate
  * operations the drain asks for and their outcomes, and the progress it records. Nothing here
- * moves by itself: each test plays what a migration does to the world.
+ * moves by itself: each test plays what a migration does to the world (`endMigration`, or by
+ * hand for a migration caught half-way).
  */
 import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'
-import type { DrainProgress, InstanceOnHost } from '../../activities/drains.js'
+import type { DrainProgress, InstanceOnHost } from '../../contract/activities.js'
 import type { InstanceState } from '../../domain/instance.js'
 import type { MigrateRequest } from '../../domain/requests.js'
 import { isTerminalVmmState, type VmmState } from '../../domain/vmm.js'
-import { drainWorkflowId, type DrainHostInput } from '../../workflows/definitions.js'
+import { drainWorkflowId, type DrainHostInput } from '../../contract/workflows.js'
 
 interface DrainInstance {
   id: string
@@ -52,6 +53,19 @@ export class DrainWorld {
     const id = randomUUID()
     this.vmms.set(id, { id, instanceId, hostId, state })
     return id
+  }
+
+  /**
+   * Plays a migrate operation the drain asked for to its end: one that succeeded moved the
+   * instance's active VMM to another host, the source gone; one that failed left it where it was.
+   */
+  endMigration (request: MigrateRequest, outcome: { status: 'succeeded' } | { status: 'failed', error: string }): void {
+    if (outcome.status === 'succeeded') {
+      const instance = this.instances.get(request.instanceId)!
+      this.vmms.get(instance.activeVmmId!)!.state = 'destroyed'
+      instance.activeVmmId = this.addVmm(instance.id, newHostId(), 'running')
+    }
+    this.outcomes.set(request.operationId, { status: outcome.status, error: outcome.status === 'failed' ? outcome.error : null })
   }
 
   /** The last progress the drain recorded. */

@@ -2,10 +2,10 @@
  * What the fault matrices share: a stack whose components pass crash points
  * (faults/crash-points.ts), whose reconciler runs often with a short orphan grace, and whose
  * killed components restart without backing off; and the wait for it to hold every invariant
- * again after a crash (scripts/dev-stack/invariants.ts).
+ * again after a crash (test/helpers/invariants.ts).
  */
-import { checkInvariants, violationsOf, type InvariantReport } from '../../scripts/dev-stack/invariants.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { checkInvariants, violationsOf, type InvariantReport } from './invariants.js'
+import { waitFor } from '../../stack/wait.js'
 import { startStack, type TestStack } from './stack.js'
 
 /** What each case waits for at most: a restart, Temporal's timeouts, a reconcile pass. */

@@ -23,7 +23,7 @@
  * it throughout); not shown again, it ended at the first sample its host was not heard in.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { HostAgentClient } from '../../activities/host-agent-client.js'
+import { HostAgentClient } from '../../http/host-agent-client.js'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { isTerminalVmmState } from '../../domain/vmm.js'
 import type { TestStack } from './stack.js'

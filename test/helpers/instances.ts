@@ -2,9 +2,9 @@
  * Helpers for tests that drive instances through a stack's HTTP API.
  */
 import { join } from 'node:path'
-import { STAND_IN_BASE_IMAGE } from '../../scripts/dev-stack/hypervisor.js'
-import { findVmmProcesses } from '../../scripts/dev-stack/processes.js'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
+import { findVmmProcesses } from '../../stack/processes.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 import { temporalCli } from './operator.js'
 import { api, type TestStack } from './stack.js'
 

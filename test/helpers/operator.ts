@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { waitFor } from '../../stack/wait.js'
 import { api, type TestStack } from './stack.js'
 
 const run = promisify(execFile)

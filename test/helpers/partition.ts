@@ -1,7 +1,7 @@
 /**
  * Network partitions of a test stack's host: its agent keeps running, as on a real host whose
  * network fails, and only the network between it and the rest of the stack is cut
- * (scripts/dev-stack/stack-lan.ts draws that network).
+ * (stack/stack-lan.ts draws that network).
  *
  *   link-down      its cable pulled: its port on the LAN's bridge goes down, so its eth0 loses
  *                  carrier and nothing passes either way (its own addresses and routes stay)
@@ -20,7 +20,7 @@
  */
 import { URL } from 'node:url'
 import { runCommand } from '../../host-agent/process/command.js'
-import { HOST_UPLINK } from '../../scripts/dev-stack/stack-lan.js'
+import { HOST_UPLINK } from '../../stack/stack-lan.js'
 import type { TestStack } from './stack.js'
 
 export const CUTS = ['link-down', 'drop-both', 'drop-outgoing', 'drop-incoming'] as const

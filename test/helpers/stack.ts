@@ -1,5 +1,5 @@
 /**
- * A whole vmplane stack per test file (scripts/dev-stack/launcher.ts), its logs kept in
+ * A whole vmplane stack per test file (test/helpers/launcher.ts), its logs kept in
  * test-output/stacks/<name>/. Call `stop()` in an `after` hook.
  *
  *   let stack: TestStack
@@ -7,10 +7,10 @@
  *   after(async () => { await stack?.stop() })
  */
 import { join } from 'node:path'
-import { launchStack, type LaunchedStack, type StackOptions } from '../../scripts/dev-stack/launcher.js'
+import { launchStack, type LaunchedStack, type StackOptions } from './launcher.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 
-export { api, freePorts, type ApiResponse, type ComponentName } from '../../scripts/dev-stack/launcher.js'
+export { api, freePorts, type ApiResponse } from './launcher.js'
 export type TestStack = LaunchedStack
 
 /**

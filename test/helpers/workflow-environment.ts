@@ -10,7 +10,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing'
 import { Worker } from '@temporalio/worker'
 import { heartbeatWhileRunning } from '../../worker/activity-heartbeats.js'
 import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../workflows/search-attributes.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../contract/search-attributes.js'
 import { WorkflowWorld } from './workflow-world.js'
 
 export interface WorkerEnvironment {

@@ -1,22 +1,21 @@
 /**
  * The fast layer's stand-in for everything an instance's workflow touches: an in-memory record
- * of instances, VMMs and decisions that behaves like activities/instance-records.ts and
- * vmm-records.ts (a decision is recorded once; reports by generation), and host agents whose
- * answers each test scripts. The workflows run for real, on the built bundle and a real
- * Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
+ * of instances, VMMs and decisions that behaves like activities/instance-records.ts,
+ * vmm-records.ts and vmm-observations.ts (a decision is recorded once; reports by generation), and
+ * host agents whose answers each test scripts. The workflows run for real, on the built bundle
+ * and a real Temporal dev server (TestWorkflowEnvironment); only the activities are doubles.
  */
 import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'
 import { ApplicationFailure } from '@temporalio/activity'
-import type { OperationSettings } from '../../activities/index.js'
-import type { ChangeResult, InstanceChange, InstanceSnapshot, RecordedMigration } from '../../activities/instance-records.js'
-import type { PlacementRequest, PlacementResult } from '../../activities/vmm-records.js'
-import type { MigrationHalfInput, EnsureVmmInput, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../activities/host-agent-calls.js'
+import type { EnsureVmmInput, MigrationHalfInput, OperationSettings, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../contract/activities.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot, PlacementRequest, PlacementResult, RecordedMigration } from '../../contract/records.js'
+import type { HostAnnouncement, HostStatus } from '../../domain/host.js'
 import type { Instance } from '../../domain/instance.js'
 import type { NewInstance } from '../../domain/requests.js'
-import { MIGRATION_STATUSES, type MigrationStatus } from '../../domain/migration.js'
-import { reportDelivery } from '../../workflows/definitions.js'
-import { concludedReport, isTerminalVmmState, withReport, type MigrationPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
+import { MIGRATION_RECORD_PHASES, type MigrationRecordPhase } from '../../domain/migration.js'
+import { reportDelivery } from '../../contract/workflows.js'
+import { concludedReport, isTerminalVmmState, withReport, type MigrationHalfPhase, type MigrationRole, type VmmMigration, type VmmRecord, type VmmReport, type VmmState } from '../../domain/vmm.js'
 
 export const TEST_SETTINGS: OperationSettings = {
   bootTimeoutMs: 3000,
@@ -41,8 +40,11 @@ export class WorkflowWorld {
   readonly operations = new Map<string, { status: string, error: unknown }>()
   readonly calls: Array<{ name: string, vmmId: string }> = []
   /** Each migration's phases, in the order they were recorded, and its target. */
-  readonly migrations = new Map<string, { phases: MigrationStatus[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
-  /** What host monitors asked for: `lost <host>`, `readmit <host>`. */
+  readonly migrations = new Map<string, { phases: MigrationRecordPhase[], sourceVmmId: string | null, targetVmmId: string | null, cancelRequested: boolean, reason: string | null }>()
+  /**
+   * What host monitors asked for, in order: `heartbeat <host>`, `unreachable <host> since <time>`,
+   * `lost <host>`, `fence <host>`, `readmit <host>`.
+   */
   readonly hostActions: string[] = []
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
@@ -82,7 +84,7 @@ export class WorkflowWorld {
   }
 
   /** The migration half a VMM's agent would report: of the instance's running migration. */
-  half (vmm: VmmRecord, role: MigrationRole, phase: MigrationPhase, iterations = vmm.migration?.iterations ?? 0): VmmMigration {
+  half (vmm: VmmRecord, role: MigrationRole, phase: MigrationHalfPhase, iterations = vmm.migration?.iterations ?? 0): VmmMigration {
     const id = [...this.migrations.entries()].find(([, m]) => m.targetVmmId === vmm.id)?.[0] ?? vmm.migration?.id ?? [...this.migrations.keys()].at(-1)!
     return { id, role, phase, receiverUrl: role === 'target' ? `unix:/tmp/${id}.sock` : null, iterations, progressAt: new Date().toISOString(), reason: phase === 'failed' ? `${role} failed` : null }
   }
@@ -261,7 +263,7 @@ export class WorkflowWorld {
         if (known === undefined) return null
         return {
           id: migrationId,
-          phase: known.phases.reduce((a, b) => MIGRATION_STATUSES.indexOf(b) > MIGRATION_STATUSES.indexOf(a) ? b : a),
+          phase: known.phases.reduce((a, b) => MIGRATION_RECORD_PHASES.indexOf(b) > MIGRATION_RECORD_PHASES.indexOf(a) ? b : a),
           reason: known.reason,
           cancelRequested: known.cancelRequested,
           source: this.vmms.get(known.sourceVmmId!)!,
@@ -274,10 +276,18 @@ export class WorkflowWorld {
       pressPowerButton: async (input: PowerButtonInput) => this.agentCall('pressPowerButton', input),
       rebootVmm: async (input: VmmTarget) => this.agentCall('rebootVmm', input),
       declareHostLost: async (hostId: string, byInstanceId: string | null) => await this.declareHostLost(hostId, byInstanceId),
-      readmitHost: async (hostId: string) => { this.hostActions.push(`readmit ${hostId}`); return true },
-      recordHostHeartbeat: async () => 'active',
-      markHostUnreachable: async () => {},
-      fenceLostVmms: async () => 0,
+      readmitHost: async (hostId: string) => {
+        this.hostActions.push(`readmit ${hostId}`)
+        this.lostHosts.delete(hostId)
+        return true
+      },
+      // As activities/host-records.ts answers: a lost host stays lost whatever its agent says.
+      recordHostHeartbeat: async (announcement: HostAnnouncement): Promise<HostStatus> => {
+        this.hostActions.push(`heartbeat ${announcement.hostId}`)
+        return this.lostHosts.has(announcement.hostId) ? 'lost' : 'active'
+      },
+      markHostUnreachable: async (hostId: string, lastHeardAt: string | null) => { this.hostActions.push(`unreachable ${hostId} since ${lastHeardAt ?? 'never'}`) },
+      fenceLostVmms: async (hostId: string) => { this.hostActions.push(`fence ${hostId}`); return 0 },
       releaseInstanceStorage: async ({ instanceId }: { instanceId: string }) => {
         const snapshot = this.snapshot(instanceId)!
         this.storageReleases.push({ instanceId, liveVmms: snapshot.liveVmms.length, state: snapshot.instance.state })

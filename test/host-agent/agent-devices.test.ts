@@ -15,8 +15,8 @@ import type { BaseImage, StorageListing, TapView, VmmView } from '../../domain/h
 import { macOf, tapNameOf } from '../../domain/interfaces.js'
 import { runCommand } from '../../host-agent/process/command.js'
 import { imageInfo } from '../../host-agent/storage/qemu-img.js'
-import { STAND_IN_BASE_IMAGE } from '../../scripts/dev-stack/hypervisor.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
+import { waitFor } from '../../stack/wait.js'
 import { newVmmId, TestAgent, TOKEN, useAgent } from './helpers/agent.js'
 
 let agent!: TestAgent

@@ -8,7 +8,7 @@
  * the one namespace.
  *
  * The control plane's side is played by the test, through the control plane's own client
- * (activities/host-agent-client.ts): it ensures the target with `incoming`, waits for it to be
+ * (http/host-agent-client.ts): it ensures the target with `incoming`, waits for it to be
  * `ready`, and has the source send to the target's receiver URL. Agents are SIGKILLed in the middle
  * (by the test, or by themselves at the migration's crash points, faults/crash-points.ts) and
  * started again on the same directories, as a crash and a service manager would.
@@ -19,16 +19,16 @@ import { existsSync } from 'node:fs'
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, afterEach, before, describe, it } from 'node:test'
-import { HostAgentClient } from '../../activities/host-agent-client.js'
+import { HostAgentClient } from '../../http/host-agent-client.js'
 import { HostAgentError } from '../../domain/errors.js'
 import type { TapView, VmmView } from '../../domain/host-agent-api.js'
 import { tapNameOf } from '../../domain/interfaces.js'
-import type { MigrationPhase } from '../../domain/vmm.js'
+import type { MigrationHalfPhase } from '../../domain/vmm.js'
 import type { CrashPoint } from '../../faults/crash-points.js'
 import { runCommand } from '../../host-agent/process/command.js'
-import { armCrashPlan, crashPlanFired } from '../../scripts/dev-stack/crash-plans.js'
-import { STAND_IN_BASE_IMAGE } from '../../scripts/dev-stack/hypervisor.js'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
+import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 import { newVmmId, TestAgent, TOKEN } from './helpers/agent.js'
 import { buildSimulator, processExists, tempDir } from './helpers/simulator.js'
 
@@ -135,7 +135,7 @@ async function created (agent: TestAgent, id: string, body: object): Promise<Vmm
   return response.body
 }
 
-async function waitForPhase (agent: TestAgent, id: string, phase: MigrationPhase, timeoutMs = 15_000): Promise<VmmView> {
+async function waitForPhase (agent: TestAgent, id: string, phase: MigrationHalfPhase, timeoutMs = 15_000): Promise<VmmView> {
   return await agent.waitForVmm(id, `reaching migration phase ${phase}`, (view) => view.migration?.phase === phase, timeoutMs)
 }
 

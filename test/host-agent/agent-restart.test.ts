@@ -12,10 +12,9 @@ import { join } from 'node:path'
 import { afterEach, before, describe, it } from 'node:test'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
-import type { AgentVmmRecord } from '../../host-agent/store/record.js'
-import { freePorts } from '../../scripts/dev-stack/launcher.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
-import { AGENT_ENTRY, ensureBody, newVmmId, TestAgent } from './helpers/agent.js'
+import { freePorts } from '../helpers/launcher.js'
+import { waitUntil } from '../../stack/wait.js'
+import { AGENT_ENTRY, agentRecord, newVmmId, TestAgent } from './helpers/agent.js'
 import { buildSimulator, processExists, SIMULATOR_BINARY } from './helpers/simulator.js'
 
 let agent: TestAgent
@@ -103,29 +102,8 @@ describe('agent restart', () => {
     agent = await TestAgent.create()
     const impostor = spawn('sleep', ['30'], { stdio: 'ignore' })
     try {
-      const id = newVmmId()
-      const now = new Date().toISOString()
-      const body = ensureBody() as Pick<AgentVmmRecord, 'instanceId' | 'instanceName' | 'spec'>
-      const record: AgentVmmRecord = {
-        id,
-        ...body,
-        state: 'running',
-        generation: 2,
-        reportedGeneration: 2,
-        pid: impostor.pid!,
-        pidStartTime: '1',
-        createdAt: now,
-        updatedAt: now,
-        reason: 'VM booted',
-        exit: null,
-        stopDeadline: null,
-        unresponsiveSince: null,
-        destroyRequested: false,
-        pendingKill: null,
-        migration: null,
-        incoming: null,
-        outgoing: null
-      }
+      const record = agentRecord({ pid: impostor.pid!, pidStartTime: '1' })
+      const { id } = record
       await mkdir(join(agent.vmmsDir, id), { recursive: true })
       await writeFile(join(agent.vmmsDir, id, 'record.json'), JSON.stringify(record))
       await agent.start()

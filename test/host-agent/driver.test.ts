@@ -15,7 +15,7 @@ import { EventFileTail, readEventFile } from '../../host-agent/cloud-hypervisor/
 import { apiSocketOfCommandLine, launchVmm, vmmPaths, type VmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
 import { buildVmConfig } from '../../host-agent/cloud-hypervisor/vm-config.js'
 import type { VmmSpec } from '../../domain/host-agent-api.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../stack/wait.js'
 import { findOnPath } from '../../scripts/tools/paths.js'
 import { SIMULATOR_BINARY, useWorkspace } from './helpers/simulator.js'
 

@@ -7,7 +7,7 @@ import { appendFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { EventFileTail, EventStreamParser, eventFileSize, readEventFile, type VmmEvent } from '../../host-agent/cloud-hypervisor/event-monitor.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../stack/wait.js'
 import { tempDir } from './helpers/simulator.js'
 
 function eventText (source: string, event: string, properties: Record<string, string> | null = null): string {

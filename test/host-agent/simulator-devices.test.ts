@@ -11,8 +11,8 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { vmmCommandPrefix } from '../../host-agent/cloud-hypervisor/launch.js'
 import { runCommand } from '../../host-agent/process/command.js'
-import { createHostNetwork, type HostNetwork } from '../../scripts/dev-stack/host-network.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { createHostNetwork, type HostNetwork } from '../../stack/host-network.js'
+import { waitFor } from '../../stack/wait.js'
 import { SimulatedVmm, useWorkspace } from './helpers/simulator.js'
 
 const workspace = useWorkspace('vmp-simdev-')

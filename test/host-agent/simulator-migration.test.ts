@@ -14,7 +14,7 @@ import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { readEventFile, type VmmEvent } from '../../host-agent/cloud-hypervisor/event-monitor.js'
 import { buildSeed } from '../../host-agent/storage/cloud-init-seed.js'
-import { waitFor, waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitFor, waitUntil } from '../../stack/wait.js'
 import { SimulatedVmm, useWorkspace } from './helpers/simulator.js'
 
 const workspace = useWorkspace('vmp-simmig-')

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { EventStreamParser, readEventFile } from '../../host-agent/cloud-hypervisor/event-monitor.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../stack/wait.js'
 import { rawExchange, runToExit, SimulatedVmm, useWorkspace } from './helpers/simulator.js'
 
 const workspace = useWorkspace('vmp-sim-')

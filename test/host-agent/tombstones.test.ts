@@ -6,43 +6,24 @@ import assert from 'node:assert/strict'
 import { access, mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { pino } from 'pino'
-import { ImageResolver } from '../../host-agent/images.js'
-import { TapDevices } from '../../host-agent/network/taps.js'
-import { InstanceStorage } from '../../host-agent/storage/instance-storage.js'
 import { RecordStore } from '../../host-agent/store/record-store.js'
 import type { AgentVmmRecord } from '../../host-agent/store/record.js'
-import { MigrationTransport } from '../../host-agent/supervisor/migration-transport.js'
 import { Supervisor } from '../../host-agent/supervisor/supervisor.js'
-import { VmmDevices } from '../../host-agent/supervisor/vmm-devices.js'
-import { ensureBody, newVmmId } from './helpers/agent.js'
-import { SIMULATOR_BINARY, tempDir } from './helpers/simulator.js'
+import { agentRecord } from './helpers/agent.js'
+import { tempDir } from './helpers/simulator.js'
+import { testVmmContext } from './helpers/vmm-context.js'
 
 const DAY_MS = 24 * 60 * 60 * 1000
 
 function destroyedRecord (reportedGeneration: number): AgentVmmRecord {
-  const at = new Date().toISOString()
-  const body = ensureBody() as Pick<AgentVmmRecord, 'instanceId' | 'instanceName' | 'spec'>
-  return {
-    id: newVmmId(),
-    ...body,
+  return agentRecord({
     state: 'destroyed',
     generation: 4,
     reportedGeneration,
-    pid: null,
-    pidStartTime: null,
-    createdAt: at,
-    updatedAt: at,
     reason: 'VMM killed on request',
     exit: { cause: 'killed', code: null, signal: 'SIGKILL' },
-    stopDeadline: null,
-    unresponsiveSince: null,
-    destroyRequested: true,
-    pendingKill: null,
-    migration: null,
-    incoming: null,
-    outgoing: null
-  }
+    destroyRequested: true
+  })
 }
 
 describe('tombstones', () => {
@@ -58,28 +39,7 @@ describe('tombstones', () => {
       await mkdir(store.dirOf(record.id), { recursive: true })
       await writeFile(join(store.dirOf(record.id), 'record.json'), JSON.stringify(record))
     }
-    const images = new ImageResolver(dir.dir)
-    const supervisor = new Supervisor({
-      settings: {
-        hostId: 'host-test',
-        cloudHypervisor: SIMULATOR_BINARY,
-        vmmCallTimeoutMs: 1000,
-        vmmPingIntervalMs: 1000,
-        powerButtonIntervalMs: 1000,
-        processPollMs: 1000,
-        apiReadyTimeoutMs: 1000,
-        killWaitMs: 1000,
-        commandPrefix: [],
-        serialLogBytes: 1024
-      },
-      store,
-      devices: new VmmDevices(images, new InstanceStorage(join(dir.dir, 'storage'), 'host-test', images), new TapDevices(null, 'vmplane0')),
-      transport: new MigrationTransport({ kind: 'unix', dir: join(dir.dir, 'migrations') }),
-      log: pino({ level: 'silent' }),
-      onChange: () => {},
-      onKill: () => {},
-      onMigrationEnded: () => {}
-    })
+    const supervisor = new Supervisor(testVmmContext(dir.dir, store))
     await supervisor.start()
     try {
       assert.equal(supervisor.list().length, 2, 'young tombstones stay')

@@ -1,6 +1,10 @@
 /**
  * The spine of vmplane, end to end over HTTP on real processes: a real Temporal server, a real
- * PostgreSQL, the worker, the API and two host agents running simulated VMMs.
+ * PostgreSQL, the worker, the API and two host agents running simulated VMMs. Last, a second
+ * start of the whole stack on the same data directory finds everything as it was: instances in
+ * PostgreSQL, workflows in Temporal's SQLite file, and running VMMs re-adopted by their
+ * restarted host agents (never restarted, never duplicated). Each operation's logic is
+ * test/workflows/'s; what the API makes of each request, test/api/'s.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
@@ -77,5 +81,27 @@ describe('instance lifecycle over HTTP', () => {
     assert.equal((await api(stack).delete(`/v1/instances/${id}?graceSeconds=0`)).status, 202)
     await waitForState(stack, id, 'destroyed')
     assert.deepEqual(await vmmProcesses(stack, second), [])
+  })
+
+  it('restarted on the same data directory, finds running and stopped instances unchanged, with the same VMM process', async () => {
+    const running = (await api(stack).post<{ instance: InstanceBody }>('/v1/instances', newInstance('keeps-running'))).body.instance.id
+    const stopped = (await api(stack).post<{ instance: InstanceBody }>('/v1/instances', { ...newInstance('stays-stopped'), start: false })).body.instance.id
+    const before = await waitForState(stack, running, 'running')
+    await waitForState(stack, stopped, 'stopped')
+    const vmm = before.vmm
+    assert.ok(vmm !== null)
+    const pids = await vmmProcesses(stack, vmm)
+    assert.equal(pids.length, 1)
+
+    stack = await stack.restart()
+
+    const after = await waitForState(stack, running, 'running')
+    assert.deepEqual({ ...after, updatedAt: null }, { ...before, updatedAt: null }, 'the running instance is as it was')
+    assert.equal((await waitForState(stack, stopped, 'stopped')).vmm, null)
+    assert.deepEqual(await vmmProcesses(stack, vmm), pids, 'the same VMM process, re-adopted')
+
+    assert.equal((await api(stack).post(`/v1/instances/${running}/stop`, { graceSeconds: 10 })).status, 202)
+    await waitForState(stack, running, 'stopped')
+    assert.deepEqual(await vmmProcesses(stack, vmm), [])
   })
 })

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { runningInstance, waitForState } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { waitFor } from '../../stack/wait.js'
 
 /** The value of the sample whose name and labels match exactly, or null if there is none. */
 function sample (text: string, name: string, labels: Record<string, string>): number | null {

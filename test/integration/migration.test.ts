@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import WebSocket from 'ws'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { waitFor } from '../../stack/wait.js'
 import { eventsOf, newInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 

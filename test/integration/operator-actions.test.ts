@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceWorkflowId } from '../../domain/ids.js'
-import { waitUntil } from '../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../stack/wait.js'
 import { DISKLESS, eventsOf, hostOf, runningInstance, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { temporalCli, tctl } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'

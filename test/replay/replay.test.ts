@@ -1,5 +1,5 @@
 /**
- * Every recorded history (test/replay/histories, made by scripts/record-histories.ts) must
+ * Every recorded history (test/replay/histories, made by test/replay/record-histories.ts) must
  * replay on today's workflow code without a determinism error: a workflow already running in
  * production continues on a new worker exactly as it began. A change to a workflow's shape goes
  * behind `patched()`; this test is what catches one that does not. Every workflow type the worker
@@ -38,7 +38,7 @@ describe('replay of recorded histories', async () => {
   it('has a history of every workflow type the worker registers', async () => {
     const recorded = new Set(histories.map(({ history }) => history.events[0].workflowExecutionStartedEventAttributes.workflowType.name))
     const missing = (await registeredWorkflowTypes()).filter((type) => !recorded.has(type))
-    assert.deepEqual(missing, [], `no recorded history of ${missing.join(', ')} (scripts/record-histories.ts records them)`)
+    assert.deepEqual(missing, [], `no recorded history of ${missing.join(', ')} (test/replay/record-histories.ts records them)`)
   })
 
   it('replays every one of them on the current workflow bundle', async () => {

@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process'
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { findVmmProcesses, isRunning } from '../../scripts/dev-stack/processes.js'
-import { waitFor } from '../../scripts/dev-stack/wait.js'
+import { findVmmProcesses, isRunning } from '../../stack/processes.js'
+import { waitFor } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
@@ -63,7 +63,7 @@ describe('the dev stack', { timeout: 600_000 }, () => {
   })
 
   test('refuses a second stack on the same data directory', async () => {
-    const second = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'bin', 'dev-stack.js')], { env: stack.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const second = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'stack', 'dev-stack.js')], { env: stack.env, stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
     second.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
     const code = await new Promise((resolve) => second.once('exit', resolve))

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { restartDelay } from '../../scripts/dev-stack/supervisor.js'
+import { restartDelay } from '../../stack/supervisor.js'
 
 test('a component that keeps failing waits 250 ms, then twice as long each time, at most the longest wait', () => {
   const delays: number[] = []

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { stopDrainSignal } from '../../workflows/definitions.js'
+import { stopDrainSignal } from '../../contract/messages.js'
 import { DrainWorld, newHostId, startDrain } from '../helpers/drain-world.js'
 import { startWorkerEnvironment, type WorkerEnvironment } from '../helpers/workflow-environment.js'
 import { until } from '../helpers/workflow-world.js'

@@ -6,26 +6,23 @@
  * The fan-out itself (PostgreSQL and the signals) is in test/activities/host-fencing.test.ts.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
 import type { WorkflowHandle } from '@temporalio/client'
-import type { CreateRequest, MigrateRequest, RebootRequest, StopRequest } from '../../domain/requests.js'
-import { haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
+import type { MigrateRequest, RebootRequest, StopRequest } from '../../domain/requests.js'
+import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'host-loss-test'
 
 describe('a host declared lost (workflow logic)', { timeout: 180_000 }, () => {
-  let env: WorkflowEnvironment
+  let driver: InstanceDriver
   let world: WorkflowWorld
 
   before(async () => {
-    env = await startWorkflowEnvironment(TASK_QUEUE)
-    world = env.world
-    world.temporal = { client: env.client, taskQueue: TASK_QUEUE }
+    ({ driver, world } = await startInstanceDriver(TASK_QUEUE))
+    world.temporal = { client: driver.client, taskQueue: TASK_QUEUE }
   })
-  after(async () => { await env?.stop() })
+  after(async () => { await driver?.stop() })
   beforeEach(() => {
     world.unreachableHosts.clear()
     world.lostHosts.clear()
@@ -33,24 +30,6 @@ describe('a host declared lost (workflow logic)', { timeout: 180_000 }, () => {
     world.agent.describeVmm = (vmm) => world.reportAgain(vmm)
     world.agent.pressPowerButton = (vmm) => world.report(vmm, 'stopping')
   })
-
-  async function createOnHost1 (): Promise<{ request: CreateRequest, handle: WorkflowHandle, vmmId: string }> {
-    const instanceId = randomUUID()
-    const instance = newInstanceSpec()
-    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
-    world.addInstance(instanceId, instance)
-    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    const vmmId = `vmm-of-${request.operationId}`
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === vmmId))
-    return { request, handle, vmmId }
-  }
-
-  async function runningInstance (): Promise<string> {
-    const { request, handle, vmmId } = await createOnHost1()
-    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(world.vmms.get(vmmId)!, 'running'), TASK_QUEUE))
-    await handle.result()
-    return request.instanceId
-  }
 
   /** Whether an activity of this type completed in the execution (its answer is in the execution's memory). */
   async function completed (handle: WorkflowHandle, activityType: string): Promise<boolean> {
@@ -62,14 +41,14 @@ describe('a host declared lost (workflow logic)', { timeout: 180_000 }, () => {
   /** Stops the instance with a short grace and waits for the stop to end, as a user would. */
   async function stopEnds (instanceId: string): Promise<void> {
     const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 1 }
-    await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'h', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
+    await driver.halt(stop)
     await until('the stop ended', () => world.operations.get(stop.operationId)?.status === 'succeeded', 20_000)
     assert.equal(world.instances.get(instanceId)!.state, 'stopped')
     assert.deepEqual(world.snapshot(instanceId)!.liveVmms, [], 'no VMM of the instance is left live')
   }
 
   it('while a VMM boots (its agent answered, its report not recorded yet): the boot ends and a stop ends', async () => {
-    const { request, handle, vmmId } = await createOnHost1()
+    const { request, handle, vmmId } = await driver.create()
     // The agent answered the ensure (generation 1, held by the execution); then its host went dark.
     await until('the execution has the agent\'s answer', async () => await completed(handle, 'ensureVmm'))
     world.unreachableHosts.add('host-1')
@@ -82,10 +61,10 @@ describe('a host declared lost (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('while a stop presses the power button of a VMM on it: the stop ends', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.agent.pressPowerButton = (vmm) => { world.unreachableHosts.add('host-1'); return world.report(vmm, 'stopping') }
     const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 30 }
-    const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'h', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
+    const handle = await driver.halt(stop)
     await until('the press was answered', async () => await completed(handle, 'pressPowerButton'))
     await world.declareHostLost('host-1', null)
     await until('the stop ended', () => world.operations.get(stop.operationId)?.status === 'succeeded', 20_000)
@@ -95,22 +74,22 @@ describe('a host declared lost (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('during a reboot: a stop ends', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.agent.rebootVmm = (vmm) => { world.unreachableHosts.add('host-1'); return world.report(vmm, 'rebooting') }
     const reboot: RebootRequest = { ...requestBase(instanceId), kind: 'reboot' }
-    const handle = await env.client.workflow.start('rebootInstance', { ...operationStart(reboot, { name: 'h', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
+    const handle = await driver.request(reboot)
     await until('the reboot was answered', async () => await completed(handle, 'rebootVmm'))
     await world.declareHostLost('host-1', null)
     await stopEnds(instanceId)
   })
 
   it('during a migration, the source\'s host: a stop ends, the target killed too', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     const source = world.instances.get(instanceId)!.activeVmmId!
     world.agent.ensureVmm = (vmm) => world.report(vmm, 'starting', null, world.half(vmm, 'target', 'ready'))
     world.agent.sendMigration = (vmm) => { world.unreachableHosts.add('host-1'); return world.report(vmm, vmm.state, null, world.half(vmm, 'source', 'sending')) }
     const migrate: MigrateRequest = { ...requestBase(instanceId), kind: 'migrate' }
-    const handle = await env.client.workflow.start('migrateInstance', { ...operationStart(migrate, { name: 'h', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
+    const handle = await driver.request(migrate)
     await until('the send was answered', async () => await completed(handle, 'sendMigration'))
     await world.declareHostLost('host-1', null)
     await stopEnds(instanceId)

@@ -5,26 +5,21 @@
  * write path's shape; what needs real processes is in test/integration and test/faults.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
-import type { WorkflowHandle } from '@temporalio/client'
 import { decisionKeys } from '../../domain/decisions.js'
-import type { CreateRequest, HaltRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
-import { WORKFLOW_TYPES, haltRequestedSignal, operationRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
+import type { HaltRequest, RebootRequest, StartRequest, StopRequest } from '../../domain/requests.js'
+import { haltRequestedSignal, operationRequestedSignal } from '../../contract/messages.js'
+import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'instance-execution-test'
 
 describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
-  let env: WorkflowEnvironment
+  let driver: InstanceDriver
   let world: WorkflowWorld
 
-  before(async () => {
-    env = await startWorkflowEnvironment(TASK_QUEUE)
-    world = env.world
-  })
-  after(async () => { await env?.stop() })
+  before(async () => { ({ driver, world } = await startInstanceDriver(TASK_QUEUE)) })
+  after(async () => { await driver?.stop() })
   beforeEach(() => {
     world.hostHasRoom = true
     world.afterDecision = async () => {}
@@ -33,32 +28,19 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     world.agent.rebootVmm = (vmm) => world.report(vmm, 'rebooting')
   })
 
-  async function startCreate (): Promise<{ request: CreateRequest, handle: WorkflowHandle }> {
-    const instanceId = randomUUID()
-    const instance = newInstanceSpec()
-    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
-    world.addInstance(instanceId, instance)
-    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    return { request, handle }
-  }
-
   /** The agent's report that the instance's active VMM runs, sent as the agent sends it. */
   async function reportRunning (instanceId: string): Promise<void> {
-    const vmm = world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!
-    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(vmm, 'running'), TASK_QUEUE))
+    await driver.deliver(world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!, 'running')
   }
 
   async function runningInstance (): Promise<string> {
-    const { request, handle } = await startCreate()
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
-    await reportRunning(request.instanceId)
-    await handle.result()
-    assert.equal(world.instances.get(request.instanceId)!.state, 'running')
-    return request.instanceId
+    const instanceId = await driver.running()
+    assert.equal(world.instances.get(instanceId)!.state, 'running')
+    return instanceId
   }
 
   it('creates and runs an instance, each write a regular activity named by its decision', async () => {
-    const { request, handle } = await startCreate()
+    const { request, handle } = await driver.startCreate()
     await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm'))
     await reportRunning(request.instanceId)
     await handle.result()
@@ -72,8 +54,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
   })
 
   it('a stop preempts a create whose VM never boots: the create is superseded, the VMM killed', async () => {
-    const { request, handle } = await startCreate()
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+    const { request, handle } = await driver.create()
     const stop: StopRequest = { ...requestBase(request.instanceId), kind: 'stop', graceSeconds: 0 }
     await handle.signal(haltRequestedSignal, stop)
     await handle.result()
@@ -85,7 +66,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
 
   it('at its boot deadline with no report, asks the agent before killing, and keeps a VM that runs', async () => {
     world.agent.describeVmm = (vmm) => world.report(vmm, 'running')
-    const { request, handle } = await startCreate()
+    const { request, handle } = await driver.startCreate()
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(request.instanceId)!.state, 'running')
@@ -100,7 +81,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     // The agent's reports are lost; asked, it says the VM runs again.
     world.agent.describeVmm = (vmm) => world.report(vmm, 'running')
     const reboot: RebootRequest = { ...requestBase(instanceId), kind: 'reboot' }
-    const handle = await env.client.workflow.start('rebootInstance', { ...operationStart(reboot, { name: 'r', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
+    const handle = await driver.request(reboot)
     await handle.result()
     assert.equal(world.operations.get(reboot.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, vmmId, 'the VMM was replaced')
@@ -111,14 +92,14 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     const instanceId = await runningInstance()
     const vmm = world.vmms.get(world.instances.get(instanceId)!.activeVmmId!)!
     // The guest powers off: a report starts an execution that settles the instance stopped.
-    const reports = await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(vmm, 'destroyed', { cause: 'guest-poweroff', code: 0, signal: null }), TASK_QUEUE))
+    const reports = await driver.deliver(vmm, 'destroyed', { cause: 'guest-poweroff', code: 0, signal: null })
     const start: StartRequest = { ...requestBase(instanceId), kind: 'start' }
     await reports.signal(operationRequestedSignal, start)
-    await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded' || world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${start.operationId}`))
+    await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded' || driver.called('ensureVmm', `vmm-of-${start.operationId}`))
     await reportRunning(instanceId)
     await until('the start succeeded', () => world.operations.get(start.operationId)?.status === 'succeeded')
     assert.equal(world.instances.get(instanceId)!.state, 'running')
-    const { type } = await env.client.workflow.getHandle(reports.workflowId).describe()
+    const { type } = await driver.client.workflow.getHandle(reports.workflowId).describe()
     assert.equal(type, 'startInstance')
   })
 
@@ -127,7 +108,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
     const instanceId = await runningInstance()
     const haltOf = (kind: 'stop' | 'delete'): HaltRequest => ({ ...requestBase(instanceId), kind, graceSeconds: 0 })
     const [one, two] = [haltOf(first), haltOf(second)]
-    const handle = await env.client.workflow.signalWithStart(WORKFLOW_TYPES[first], { ...operationStart(one, { name: 'd', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [one] })
+    const handle = await driver.halt(one)
     world.afterDecision = async (decision) => {
       if (decision === decisionKeys.halted(one.operationId)) await handle.signal(haltRequestedSignal, two)
     }
@@ -153,7 +134,7 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
 
   it('waits for a host with room, showing NoCapacity, and fails honestly at the placement timeout', async () => {
     world.hostHasRoom = false
-    const { request, handle } = await startCreate()
+    const { request, handle } = await driver.startCreate()
     await until('the wait is recorded', () => world.instances.get(request.instanceId)!.lastError?.code === 'NoCapacity')
     assert.equal(world.instances.get(request.instanceId)!.state, 'starting')
     await handle.result()
@@ -164,10 +145,10 @@ describe('instance executions (workflow logic)', { timeout: 120_000 }, () => {
 
   it('places the VM as soon as a host has room', async () => {
     world.hostHasRoom = false
-    const { request, handle } = await startCreate()
+    const { request, handle } = await driver.startCreate()
     await until('the wait is recorded', () => world.instances.get(request.instanceId)!.lastError?.code === 'NoCapacity')
     world.hostHasRoom = true
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === `vmm-of-${request.operationId}`))
+    await until('the VMM is ensured', () => driver.called('ensureVmm', `vmm-of-${request.operationId}`))
     await reportRunning(request.instanceId)
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')

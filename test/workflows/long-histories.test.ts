@@ -5,66 +5,51 @@
  * a wait of days costs a history little.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { ApplicationFailure } from '@temporalio/activity'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { CreateRequest, StopRequest } from '../../domain/requests.js'
-import { haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { seriesTimeoutMs } from '../../workflows/activities.js'
-import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
+import type { StopRequest } from '../../domain/requests.js'
+import { haltRequestedSignal } from '../../contract/messages.js'
+import { seriesTimeoutMs } from '../../workflows/activity-proxies.js'
+import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { requestBase, TEST_SETTINGS, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'long-histories-test'
 
 describe('long histories (workflow logic)', { timeout: 180_000 }, () => {
-  let env: WorkflowEnvironment
+  let driver: InstanceDriver
   let world: WorkflowWorld
 
   // A halt continues as new once its history reaches 40 events and its run added 40 while the halt
   // waited.
   before(async () => {
-    env = await startWorkflowEnvironment(TASK_QUEUE)
-    world = env.world
+    ({ driver, world } = await startInstanceDriver(TASK_QUEUE))
     world.settings = { ...TEST_SETTINGS, history: { continueAsNewAfterEvents: 40, minGrowthEvents: 40 } }
   })
-  after(async () => { await env?.stop() })
-
-  async function runningInstance (): Promise<string> {
-    const instanceId = randomUUID()
-    const instance = newInstanceSpec()
-    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
-    world.addInstance(instanceId, instance)
-    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    const vmmId = `vmm-of-${request.operationId}`
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === vmmId))
-    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(world.vmms.get(vmmId)!, 'running'), TASK_QUEUE))
-    await handle.result()
-    return instanceId
-  }
+  after(async () => { await driver?.stop() })
 
   it('a stop waits on a host that does not answer past its calls\' first series, continues as new once its history is long, and ends once the host answers', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.unreachableHosts.add('host-1')
     const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 1 }
-    const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'l', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
+    const handle = await driver.halt(stop)
     // More stops pile in while it waits, as a flood would: each an event of the history.
     const more: StopRequest[] = Array.from({ length: 20 }, () => ({ ...requestBase(instanceId), kind: 'stop', graceSeconds: 1 }))
     for (const request of more) {
       await handle.signal(haltRequestedSignal, request)
       await sleep(100)
     }
-    const firstRun = env.client.workflow.getHandle(handle.workflowId, handle.signaledRunId, { followRuns: false })
+    const firstRun = driver.client.workflow.getHandle(handle.workflowId, handle.signaledRunId, { followRuns: false })
     await assert.rejects(firstRun.result(), { name: 'WorkflowExecutionContinuedAsNewError' }, 'the waiting halt continued as new')
     world.unreachableHosts.delete('host-1')
     for (const request of [stop, ...more]) await until(`stop ${request.operationId} ended`, () => world.operations.get(request.operationId)?.status === 'succeeded', 30_000)
     assert.equal(world.instances.get(instanceId)!.state, 'stopped')
-    const { type } = await env.client.workflow.getHandle(handle.workflowId).describe()
+    const { type } = await driver.client.workflow.getHandle(handle.workflowId).describe()
     assert.equal(type, 'stopInstance')
   })
 
   it('a stop waits on past a series of attempts that runs out of time, and ends once the host answers', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     // The kill's first series ends at once: its only attempt asks for a retry later than the
     // series' schedule-to-close allows, so Temporal ends it with the retry state TIMEOUT, as it
     // ends any series whose next attempt would begin past its deadline (a host away 2 minutes).
@@ -75,7 +60,7 @@ describe('long histories (workflow logic)', { timeout: 180_000 }, () => {
     }
     try {
       const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 0 }
-      const handle = await env.client.workflow.signalWithStart('stopInstance', { ...operationStart(stop, { name: 'l', state: 'running' }, TASK_QUEUE), signal: haltRequestedSignal, signalArgs: [stop] })
+      const handle = await driver.halt(stop)
       await until('the stop ended', () => world.operations.get(stop.operationId)?.status === 'succeeded', 60_000)
       assert.equal(world.instances.get(instanceId)!.state, 'stopped')
       assert.equal(kills, 2, 'the kill was tried again after the series that ran out')

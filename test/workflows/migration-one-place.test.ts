@@ -9,62 +9,26 @@ import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { ApplicationFailure } from '@temporalio/activity'
 import { after, before, beforeEach, describe, it } from 'node:test'
-import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client'
-import type { CreateRequest, MigrateRequest } from '../../domain/requests.js'
+import type { WorkflowHandle } from '@temporalio/client'
 import type { VmmRecord } from '../../domain/vmm.js'
-import { cancelMigrationSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
+import { cancelMigrationSignal } from '../../contract/messages.js'
+import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'migration-one-place-test'
 
 describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }, () => {
-  let env: WorkflowEnvironment
+  let driver: InstanceDriver
   let world: WorkflowWorld
-
-  before(async () => {
-    env = await startWorkflowEnvironment(TASK_QUEUE)
-    world = env.world
-  })
-  after(async () => { await env?.stop() })
+  before(async () => { ({ driver, world } = await startInstanceDriver(TASK_QUEUE)) })
+  after(async () => { await driver?.stop() })
   beforeEach(() => {
     world.unreachableHosts.clear()
-    world.agent.ensureVmm = (vmm) => vmm.id.startsWith('vmm-of-') && isTarget(vmm)
-      ? world.report(vmm, 'starting', null, world.half(vmm, 'target', 'ready'))
-      : world.report(vmm, 'starting')
+    driver.targetsReadyWhenEnsured()
     world.agent.describeVmm = (vmm) => world.reportAgain(vmm)
   })
 
-  function isTarget (vmm: VmmRecord): boolean {
-    return [...world.migrations.values()].some((m) => m.targetVmmId === vmm.id)
-  }
-
-  async function deliver (...args: Parameters<WorkflowWorld['report']>): Promise<void> {
-    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(...args), TASK_QUEUE))
-  }
-
   const vmm = (id: string): VmmRecord => world.vmms.get(id)!
-  const called = (name: string, id: string): boolean => world.calls.some((c) => c.name === name && c.vmmId === id)
-
-  async function runningInstance (): Promise<string> {
-    const instanceId = randomUUID()
-    const instance = newInstanceSpec()
-    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
-    world.addInstance(instanceId, instance)
-    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    const vmmId = `vmm-of-${request.operationId}`
-    await until('the VMM is ensured', () => called('ensureVmm', vmmId))
-    await deliver(vmm(vmmId), 'running')
-    await handle.result()
-    return instanceId
-  }
-
-  async function startMigration (instanceId: string): Promise<{ request: MigrateRequest, handle: WorkflowHandleWithFirstExecutionRunId, source: string, target: string }> {
-    const request: MigrateRequest = { ...requestBase(instanceId), kind: 'migrate' }
-    const source = world.instances.get(instanceId)!.activeVmmId!
-    const handle = await env.client.workflow.start('migrateInstance', { ...operationStart(request, { name: 'm', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    return { request, handle, source, target: `vmm-of-${request.operationId}` }
-  }
 
   /** The activity types and timers the execution scheduled, in order. */
   async function commands (handle: WorkflowHandle): Promise<string[]> {
@@ -77,9 +41,9 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   }
 
   it('a lost acknowledgement: the target has the VM, and the source its agent held is killed at once', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the send is issued', () => called('sendMigration', source))
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the send is issued', () => driver.called('sendMigration', source))
     let activeAtKill: string | null | undefined
     const destroy = world.agent.destroyVmm
     world.agent.destroyVmm = (killed) => {
@@ -87,8 +51,8 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
       return destroy(killed)
     }
     try {
-      await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
-      await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
+      await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+      await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
       await handle.result()
     } finally {
       world.agent.destroyVmm = destroy
@@ -107,13 +71,13 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   })
 
   it('a source held after a failed send is resumed when the target does not have the VM', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the send is issued', () => called('sendMigration', source))
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
-    await deliver(vmm(target), 'failed', { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, world.half(vmm(target), 'target', 'failed'))
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the send is issued', () => driver.called('sendMigration', source))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
+    await driver.deliver(vmm(target), 'failed', { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, world.half(vmm(target), 'target', 'failed'))
     await handle.result()
-    assert.ok(called('resumeHeldSource', source), 'the source was told to resume the VM')
+    assert.ok(driver.called('resumeHeldSource', source), 'the source was told to resume the VM')
     const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string } }
     assert.deepEqual([operation.status, operation.error.code], ['failed', 'MigrationFailed'])
     assert.equal(world.instances.get(instanceId)!.state, 'running')
@@ -122,15 +86,15 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   })
 
   it('the source\'s host away as the send is issued: a cancel kills the target at once, and ends once the source is heard', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.unreachableHosts.add('host-1')
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the send is tried', () => called('sendMigration', source))
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the send is tried', () => driver.called('sendMigration', source))
     await handle.signal(cancelMigrationSignal, { migrationId: request.operationId, requestedBy: 'a test' })
-    await until('the target is cancelled', () => called('cancelIncomingMigration', target))
+    await until('the target is cancelled', () => driver.called('cancelIncomingMigration', target))
     assert.equal(world.operations.get(request.operationId)!.status, 'running', 'the source is not heard yet')
     world.unreachableHosts.delete('host-1')
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
     await handle.result()
     const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string } }
     assert.deepEqual([operation.status, operation.error.code], ['failed', 'MigrationCancelled'])
@@ -139,12 +103,12 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   })
 
   it('the source\'s host away once it sent: the target\'s commit is recorded meanwhile, and the source killed once heard', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.agent.sendMigration = () => { world.unreachableHosts.add('host-1'); throw new Error('the answer was lost') }
     try {
-      const { request, handle, source, target } = await startMigration(instanceId)
-      await until('the send is tried', () => called('sendMigration', source))
-      await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+      const { request, handle, source, target } = await driver.migrate(instanceId)
+      await until('the send is tried', () => driver.called('sendMigration', source))
+      await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
       await until('the commit is recorded', () => world.migrations.get(request.operationId)!.phases.includes('committed'))
       assert.equal(world.instances.get(instanceId)!.activeVmmId, target, 'the target is the active VMM while the source is away')
       world.unreachableHosts.delete('host-1')
@@ -157,11 +121,11 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   })
 
   it('a reset of a migration that succeeded leaves the VM running where it is', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the send is issued', () => called('sendMigration', source))
-    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
-    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the send is issued', () => driver.called('sendMigration', source))
+    await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await driver.deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     const callsBefore = world.calls.length
@@ -169,14 +133,14 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
     // `temporal workflow reset` to the first workflow task: the execution runs again from its start.
     const { events } = await handle.fetchHistory()
     const firstTask = events!.find((e) => e.workflowTaskCompletedEventAttributes != null)!
-    const { runId } = await env.client.workflowService.resetWorkflowExecution({
+    const { runId } = await driver.client.workflowService.resetWorkflowExecution({
       namespace: 'default',
       workflowExecution: { workflowId: handle.workflowId, runId: handle.firstExecutionRunId },
       reason: 'a test resets a committed migration',
       workflowTaskFinishEventId: firstTask.eventId,
       requestId: randomUUID()
     })
-    await env.client.workflow.getHandle(handle.workflowId, runId!).result()
+    await driver.client.workflow.getHandle(handle.workflowId, runId!).result()
     const touched = world.calls.slice(callsBefore).filter((c) => c.vmmId === target && c.name !== 'describeVmm')
     assert.deepEqual(touched, [], 'nothing was done to the VMM the VM runs in')
     assert.equal(vmm(target).state, 'running')
@@ -185,26 +149,26 @@ describe('moving a VM keeps its promises (workflow logic)', { timeout: 180_000 }
   })
 
   it('an agent that refuses to describe the target while the source has handed the VM over is no news: the migration waits and commits', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the send is issued', () => called('sendMigration', source))
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the send is issued', () => driver.called('sendMigration', source))
     world.agent.describeVmm = () => { throw ApplicationFailure.nonRetryable('400 bad request', 'InvalidRequest') }
-    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
-    await until('the target is asked about', () => called('describeVmm', target), 10_000)
-    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await driver.deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
+    await until('the target is asked about', () => driver.called('describeVmm', target), 10_000)
+    await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
   })
 
   it('a failure that escapes a migration ends its execution, not in failure, and leaves the migration to be carried on', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.agent.resumeHeldSource = () => { throw ApplicationFailure.nonRetryable('409 not held', 'HostRefused') }
     try {
-      const { request, handle, source, target } = await startMigration(instanceId)
-      await until('the send is issued', () => called('sendMigration', source))
-      await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
-      await deliver(vmm(target), 'failed', { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, world.half(vmm(target), 'target', 'failed'))
+      const { request, handle, source, target } = await driver.migrate(instanceId)
+      await until('the send is issued', () => driver.called('sendMigration', source))
+      await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'held'))
+      await driver.deliver(vmm(target), 'failed', { cause: 'boot-failed', code: null, signal: 'SIGKILL' }, world.half(vmm(target), 'target', 'failed'))
       await handle.result()
       assert.equal(world.operations.get(request.operationId)!.status, 'running', 'no outcome is recorded that both sides have not decided')
       assert.equal(world.instances.get(instanceId)!.state, 'migrating')

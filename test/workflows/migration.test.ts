@@ -5,80 +5,43 @@
  * hands the VM over before its target says so. Real processes: test/integration/migration.test.ts.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { after, before, beforeEach, describe, it } from 'node:test'
-import type { WorkflowHandle } from '@temporalio/client'
 import { ApplicationFailure } from '@temporalio/activity'
-import type { CreateRequest, MigrateRequest, StopRequest } from '../../domain/requests.js'
+import type { StopRequest } from '../../domain/requests.js'
 import type { VmmRecord } from '../../domain/vmm.js'
-import { cancelMigrationSignal, haltRequestedSignal, operationStart, reportDelivery } from '../../workflows/definitions.js'
-import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
-import { newInstanceSpec, requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
+import { cancelMigrationSignal, haltRequestedSignal } from '../../contract/messages.js'
+import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'migration-test'
 
 describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
-  let env: WorkflowEnvironment
+  let driver: InstanceDriver
   let world: WorkflowWorld
-
-  before(async () => {
-    env = await startWorkflowEnvironment(TASK_QUEUE)
-    world = env.world
-  })
-  after(async () => { await env?.stop() })
+  before(async () => { ({ driver, world } = await startInstanceDriver(TASK_QUEUE)) })
+  after(async () => { await driver?.stop() })
   beforeEach(() => {
-    world.agent.ensureVmm = (vmm) => vmm.id.startsWith('vmm-of-') && isTarget(vmm)
-      ? world.report(vmm, 'starting', null, world.half(vmm, 'target', 'ready'))
-      : world.report(vmm, 'starting')
+    driver.targetsReadyWhenEnsured()
     world.agent.describeVmm = (vmm) => world.reportAgain(vmm)
   })
 
-  function isTarget (vmm: VmmRecord): boolean {
-    return [...world.migrations.values()].some((m) => m.targetVmmId === vmm.id)
-  }
-
-  /** Sends a report as the VMM's agent would. */
-  async function deliver (...args: Parameters<WorkflowWorld['report']>): Promise<void> {
-    await env.client.workflow.signalWithStart('applyVmmReports', reportDelivery(world.report(...args), TASK_QUEUE))
-  }
-
-  async function runningInstance (): Promise<string> {
-    const instanceId = randomUUID()
-    const instance = newInstanceSpec()
-    const request: CreateRequest = { ...requestBase(instanceId), kind: 'create', instance, start: true }
-    world.addInstance(instanceId, instance)
-    const handle = await env.client.workflow.start('createInstance', { ...operationStart(request, { name: instance.name, state: 'creating' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    const vmmId = `vmm-of-${request.operationId}`
-    await until('the VMM is ensured', () => world.calls.some((c) => c.name === 'ensureVmm' && c.vmmId === vmmId))
-    await deliver(world.vmms.get(vmmId)!, 'running')
-    await handle.result()
-    return instanceId
-  }
-
-  async function startMigration (instanceId: string, targetHostId?: string): Promise<{ request: MigrateRequest, handle: WorkflowHandle, source: string, target: string }> {
-    const request: MigrateRequest = { ...requestBase(instanceId), kind: 'migrate', ...(targetHostId === undefined ? {} : { targetHostId }) }
-    const source = world.instances.get(instanceId)!.activeVmmId!
-    const handle = await env.client.workflow.start('migrateInstance', { ...operationStart(request, { name: 'm', state: 'running' }, TASK_QUEUE), workflowIdConflictPolicy: 'FAIL' })
-    return { request, handle, source, target: `vmm-of-${request.operationId}` }
-  }
-
-  const sent = (source: string): boolean => world.calls.some((c) => c.name === 'sendMigration' && c.vmmId === source)
+  const sent = (source: string): boolean => driver.called('sendMigration', source)
   const vmm = (id: string): VmmRecord => world.vmms.get(id)!
 
   /** What the two agents report when the VM arrives: the target has it, the source exits 0. */
   async function arrive (source: string, target: string): Promise<void> {
-    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
-    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished', 3))
+    await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await driver.deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished', 3))
   }
 
   it('migrates: target reserved on another host, the commit makes it active, the source exits', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
     assert.equal(world.instances.get(instanceId)!.state, 'migrating')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, source, 'the active VMM changes only at the commit point')
     assert.equal(vmm(target).hostId, 'host-2')
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'sending', 2))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'sending', 2))
     await arrive(source, target)
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
@@ -89,13 +52,13 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('a cancel before the commit point kills the target and leaves the VM running on the source', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
     await handle.signal(cancelMigrationSignal, { migrationId: request.operationId, requestedBy: 'a test' })
-    await until('the target is cancelled', () => world.calls.some((c) => c.name === 'cancelIncomingMigration' && c.vmmId === target))
+    await until('the target is cancelled', () => driver.called('cancelIncomingMigration', target))
     // With its target gone, the source's send fails and the VM resumes there.
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
     await handle.result()
     const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string } }
     assert.equal(operation.status, 'failed')
@@ -108,14 +71,14 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('a cancel that comes too late finds the target finished: the migration commits, nothing is lost', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
     // The VM arrived, but neither agent's report has reached the workflow yet.
     world.agent.cancelIncomingMigration = (v) => world.report(v, 'running', null, world.half(v, 'target', 'finished'))
     await handle.signal(cancelMigrationSignal, { migrationId: request.operationId, requestedBy: 'a test' })
-    await until('the target is asked to cancel', () => world.calls.some((c) => c.name === 'cancelIncomingMigration' && c.vmmId === target))
-    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
+    await until('the target is asked to cancel', () => driver.called('cancelIncomingMigration', target))
+    await driver.deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
@@ -124,12 +87,12 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('a source that hands the VM over before its target says so waits for the target, never cancels it', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
-    await deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
+    await driver.deliver(vmm(source), 'destroyed', { cause: 'migrated', code: 0, signal: null }, world.half(vmm(source), 'source', 'finished'))
     await new Promise((resolve) => setTimeout(resolve, 300))
-    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
@@ -137,10 +100,10 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('with no progress for the progress timeout, cancels, and the VM stays on the source', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
-    await until('the target is cancelled', () => world.calls.some((c) => c.name === 'cancelIncomingMigration' && c.vmmId === target))
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
+    await until('the target is cancelled', () => driver.called('cancelIncomingMigration', target))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
     await handle.result()
     const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string, message: string } }
     assert.equal(operation.error.code, 'MigrationTimedOut')
@@ -150,11 +113,11 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('when both sides resume after a lost acknowledgement, the target wins and the source is killed', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
-    await deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
-    await deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
+    await driver.deliver(vmm(target), 'running', null, world.half(vmm(target), 'target', 'finished'))
+    await driver.deliver(vmm(source), 'running', null, world.half(vmm(source), 'source', 'failed'))
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(instanceId)!.activeVmmId, target)
@@ -163,8 +126,8 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('a stop during a migration stops both VMMs and reads stopped only once both are gone', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle, source, target } = await startMigration(instanceId)
+    const instanceId = await driver.running()
+    const { request, handle, source, target } = await driver.migrate(instanceId)
     await until('the send is issued', () => sent(source))
     const stop: StopRequest = { ...requestBase(instanceId), kind: 'stop', graceSeconds: 0 }
     await handle.signal(haltRequestedSignal, stop)
@@ -180,10 +143,10 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('a send the source\'s agent refuses fails the migration before its commit point, and the target goes', async () => {
-    const instanceId = await runningInstance()
+    const instanceId = await driver.running()
     world.agent.sendMigration = () => { throw ApplicationFailure.nonRetryable('cannot send VMM: it is stopping', 'HostRefused') }
     try {
-      const { request, handle, source, target } = await startMigration(instanceId)
+      const { request, handle, source, target } = await driver.migrate(instanceId)
       await handle.result()
       const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string, message: string } }
       assert.equal(operation.error.code, 'MigrationFailed')
@@ -197,8 +160,8 @@ describe('live migration (workflow logic)', { timeout: 180_000 }, () => {
   })
 
   it('refuses to migrate an instance that is not running, or to the host it runs on', async () => {
-    const instanceId = await runningInstance()
-    const { request, handle } = await startMigration(instanceId, 'host-1')
+    const instanceId = await driver.running()
+    const { request, handle } = await driver.migrate(instanceId, 'host-1')
     await handle.result()
     const operation = world.operations.get(request.operationId)! as { status: string, error: { code: string, message: string } }
     assert.equal(operation.error.code, 'Conflict')

@@ -1,28 +1,96 @@
 /**
- * A host's monitor (workflows/monitor-host.ts) in the fast layer: an operator's action that
- * arrived while the previous run continued as new is carried into the next run and carried out.
+ * A host's monitor (workflows/monitor-host.ts) in the fast layer: every heartbeat recorded; a
+ * host silent past the unreachable threshold marked unreachable once, from when it was last
+ * heard, and brought back by its next heartbeat; a host an operator declared lost fenced on each
+ * heartbeat of its agent until readmitted; and an operator's action that arrived while the
+ * previous run continued as new carried into the next run and carried out. What the records
+ * become is activities/'s (test/activities/host-fencing.test.ts); that losing contact changes no
+ * instance is test/integration/unknown-is-not-dead.test.ts's, on real hosts.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import type { HostAnnouncement } from '../../domain/host.js'
 import { hostWorkflowId } from '../../domain/ids.js'
-import type { MonitorHostInput } from '../../workflows/definitions.js'
+import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../../contract/messages.js'
+import type { MonitorHostInput } from '../../contract/workflows.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
+import { TEST_SETTINGS, until } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'monitor-host-test'
+const UNREACHABLE_AFTER_MS = 1000
 
 describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
   let env: WorkflowEnvironment
-  before(async () => { env = await startWorkflowEnvironment(TASK_QUEUE) })
+  before(async () => {
+    env = await startWorkflowEnvironment(TASK_QUEUE)
+    env.world.settings = { ...TEST_SETTINGS, hostUnreachableAfterMs: UNREACHABLE_AFTER_MS }
+  })
   after(async () => { await env?.stop() })
 
+  function announcement (hostId: string): HostAnnouncement {
+    return { hostId, agentUrl: 'http://127.0.0.1:1', capacity: { vcpus: 8, memoryMiB: 8192 }, agentStartedAt: new Date().toISOString() }
+  }
+
+  async function monitor (hostId: string, input: Partial<MonitorHostInput> = {}) {
+    return await env.client.workflow.start('monitorHost', { taskQueue: TASK_QUEUE, workflowId: hostWorkflowId(hostId), args: [{ hostId, lastAnnouncement: null, ...input }] })
+  }
+
+  /** What the monitor of `hostId` asked for, in order, without the host's name. */
+  function actionsOf (hostId: string): string[] {
+    return env.world.hostActions.filter((a) => a.includes(` ${hostId}`)).map((a) => a.replace(` ${hostId}`, ''))
+  }
+
+  async function heardSaying (hostId: string, action: string, times = 1): Promise<void> {
+    await until(`${hostId}'s monitor to ask for ${action} ${times} time(s)`, () => actionsOf(hostId).filter((a) => a.startsWith(action)).length >= times)
+  }
+
+  it('marks a host never heard from unreachable since never; records each heartbeat; silent past the threshold again, marks it unreachable once, from when it was last heard', async () => {
+    const handle = await monitor('host-a')
+    await heardSaying('host-a', 'unreachable')
+    await handle.signal(hostHeartbeatSignal, announcement('host-a'))
+    await heardSaying('host-a', 'heartbeat')
+    await heardSaying('host-a', 'unreachable', 2)
+    // Left silent for another threshold and more: still marked once.
+    await new Promise((resolve) => setTimeout(resolve, 2 * UNREACHABLE_AFTER_MS))
+    await handle.signal(hostHeartbeatSignal, announcement('host-a'))
+    await heardSaying('host-a', 'heartbeat', 2)
+    const actions = actionsOf('host-a')
+    assert.deepEqual(actions.map((a) => a.split(' ')[0]), ['unreachable', 'heartbeat', 'unreachable', 'heartbeat'])
+    assert.equal(actions[0], 'unreachable since never')
+    assert.match(actions[2]!, /^unreachable since \d{4}-\d\d-\d\dT/, 'since its heartbeat, not since never')
+    await handle.terminate('the test is done')
+  })
+
+  it('records the heartbeat that starts its monitor (an agent\'s signalWithStart) without waiting for the next', async () => {
+    const handle = await env.client.workflow.signalWithStart('monitorHost', {
+      taskQueue: TASK_QUEUE,
+      workflowId: hostWorkflowId('host-s'),
+      args: [{ hostId: 'host-s', lastAnnouncement: null }],
+      signal: hostHeartbeatSignal,
+      signalArgs: [announcement('host-s')]
+    })
+    await heardSaying('host-s', 'heartbeat')
+    assert.deepEqual(actionsOf('host-s'), ['heartbeat'], 'recorded at once, never marked unreachable first')
+    await handle.terminate('the test is done')
+  })
+
+  it('declares a host lost when an operator says so, fences on each heartbeat of its agent meanwhile, and fences no more once it is readmitted', async () => {
+    const handle = await monitor('host-c')
+    await handle.signal(declareHostLostSignal, { hostId: 'host-c' })
+    await heardSaying('host-c', 'lost')
+    await handle.signal(hostHeartbeatSignal, announcement('host-c'))
+    await heardSaying('host-c', 'fence')
+    await handle.signal(readmitHostSignal)
+    await heardSaying('host-c', 'readmit')
+    await handle.signal(hostHeartbeatSignal, announcement('host-c'))
+    await heardSaying('host-c', 'heartbeat', 2)
+    assert.deepEqual(actionsOf('host-c').filter((a) => !a.startsWith('unreachable')), ['lost', 'heartbeat', 'fence', 'readmit', 'heartbeat'])
+    await handle.terminate('the test is done')
+  })
+
   it('carries out an operator\'s action handed over by the run that continued as new', async () => {
-    const input: MonitorHostInput = { hostId: 'host-9', lastAnnouncement: null, operatorAction: 'readmit' }
-    const handle = await env.client.workflow.start('monitorHost', { taskQueue: TASK_QUEUE, workflowId: hostWorkflowId('host-9'), args: [input] })
-    const deadline = Date.now() + 20_000
-    while (!env.world.hostActions.includes('readmit host-9')) {
-      assert.ok(Date.now() < deadline, 'the readmit handed over was never carried out')
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    const handle = await monitor('host-9', { operatorAction: 'readmit' })
+    await heardSaying('host-9', 'readmit')
     await handle.terminate('the test is done')
   })
 })

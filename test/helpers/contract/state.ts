@@ -5,8 +5,8 @@
  * reconciler's passes change on their own, and are left out.
  */
 import pg from 'pg'
-import { HostAgentClient } from '../../../activities/host-agent-client.js'
-import { findVmmProcesses } from '../../../scripts/dev-stack/processes.js'
+import { HostAgentClient } from '../../../http/host-agent-client.js'
+import { findVmmProcesses } from '../../../stack/processes.js'
 import type { TestStack } from '../stack.js'
 
 const TABLES = ['instances', 'operations', 'instance_events', 'vmms', 'reservations', 'idempotency_keys']

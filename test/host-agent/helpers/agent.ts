@@ -14,10 +14,11 @@ import { basename, join } from 'node:path'
 import type { VmmView } from '../../../domain/host-agent-api.js'
 import { findVmmProcesses } from '../../../host-agent/supervisor/adoption.js'
 import type { RunningProcess } from '../../../host-agent/process/proc.js'
-import { createHostNetwork, type HostNetwork } from '../../../scripts/dev-stack/host-network.js'
-import { writeStandInImages } from '../../../scripts/dev-stack/hypervisor.js'
-import { freePorts } from '../../../scripts/dev-stack/launcher.js'
-import { waitFor } from '../../../scripts/dev-stack/wait.js'
+import type { AgentVmmRecord } from '../../../host-agent/store/record.js'
+import { createHostNetwork, type HostNetwork } from '../../../stack/host-network.js'
+import { writeStandInImages } from '../../../stack/hypervisor.js'
+import { freePorts } from '../../helpers/launcher.js'
+import { waitFor } from '../../../stack/wait.js'
 import { findLibfaketime } from '../../../scripts/tools/faketime.js'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
 import { after, before } from 'node:test'
@@ -248,4 +249,31 @@ export function ensureBody (cmdline = 'console=ttyS0', instanceId?: string): obj
 
 export function newVmmId (): string {
   return crypto.randomUUID()
+}
+
+/** An agent's record of a VMM of a fresh instance, running unless `changes` say otherwise, as a restarted agent would load it. */
+export function agentRecord (changes: Partial<AgentVmmRecord> = {}): AgentVmmRecord {
+  const at = new Date().toISOString()
+  const body = ensureBody() as Pick<AgentVmmRecord, 'instanceId' | 'instanceName' | 'spec'>
+  return {
+    id: newVmmId(),
+    ...body,
+    state: 'running',
+    generation: 2,
+    reportedGeneration: 2,
+    pid: null,
+    pidStartTime: null,
+    createdAt: at,
+    updatedAt: at,
+    reason: 'VM booted',
+    exit: null,
+    stopDeadline: null,
+    unresponsiveSince: null,
+    destroyRequested: false,
+    pendingKill: null,
+    migration: null,
+    incoming: null,
+    outgoing: null,
+    ...changes
+  }
 }

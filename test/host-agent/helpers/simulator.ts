@@ -15,7 +15,7 @@ import { SIMULATOR_BINARY } from '../../../host-agent/cloud-hypervisor/binary.js
 import { vmmArguments, vmmPaths, type VmmPaths } from '../../../host-agent/cloud-hypervisor/launch.js'
 import { startTimeOf } from '../../../host-agent/process/proc.js'
 import { buildSimulator } from '../../../scripts/build/build-simulator.js'
-import { waitUntil } from '../../../scripts/dev-stack/wait.js'
+import { waitUntil } from '../../../stack/wait.js'
 
 export { SIMULATOR_BINARY, buildSimulator }
 

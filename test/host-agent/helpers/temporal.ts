@@ -9,10 +9,10 @@ import { createWriteStream } from 'node:fs'
 import { join } from 'node:path'
 import { Client, Connection } from '@temporalio/client'
 import { defaultPayloadConverter, SearchAttributeType } from '@temporalio/common'
-import { freePorts } from '../../../scripts/dev-stack/launcher.js'
-import { waitForTemporal } from '../../../scripts/dev-stack/temporal.js'
+import { freePorts } from '../../helpers/launcher.js'
+import { waitForTemporal } from '../../../stack/temporal.js'
 import { REPO_ROOT, TOOLS_BIN_DIR } from '../../../scripts/tools/paths.js'
-import { SEARCH_ATTRIBUTE_KEYS } from '../../../workflows/search-attributes.js'
+import { SEARCH_ATTRIBUTE_KEYS } from '../../../contract/search-attributes.js'
 
 const TEMPORAL_CLI = process.env.TEMPORAL_CLI ?? join(TOOLS_BIN_DIR, 'temporal')
 
