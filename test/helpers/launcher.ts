@@ -326,6 +326,7 @@ const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
  * only if absent; a claim whose process is gone may be taken over.
  */
 const CLAIMS_DIR = '/tmp/vmp-port-claims'
+let releasingAtExit = false
 
 function ephemeralRangeStart (): number {
   try {
@@ -351,6 +352,8 @@ export async function freePorts (count: number): Promise<number> {
 /** Claims every port of `range` for this process, or none of them. */
 function claim (range: number[]): boolean {
   mkdirSync(CLAIMS_DIR, { recursive: true })
+  if (!releasingAtExit) process.once('exit', releaseClaims)
+  releasingAtExit = true
   const claimed: number[] = []
   for (const port of range) {
     if (!claimPort(port)) {
@@ -360,6 +363,11 @@ function claim (range: number[]): boolean {
     claimed.push(port)
   }
   return true
+}
+
+/** This process's claims go with it (one it could not remove is taken over once it is gone). */
+function releaseClaims (): void {
+  for (const port of handedOut) rmSync(join(CLAIMS_DIR, String(port)), { force: true })
 }
 
 function claimPort (port: number): boolean {
