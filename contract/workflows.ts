@@ -44,6 +44,11 @@ export interface ApplyReportsInput {
   instanceId: string
 }
 
+/** Where every execution of an instance runs: under its workflow ID, with the workflow task timeout every starter sets. */
+function underInstance (instanceId: string, taskQueue: string) {
+  return { workflowId: instanceWorkflowId(instanceId), taskQueue, workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT }
+}
+
 /**
  * The options that start an operation's workflow (the API's, the reconciler's): under the
  * instance's ID, with its search attributes (the state as the starter saw it; the execution
@@ -51,9 +56,7 @@ export interface ApplyReportsInput {
  */
 export function operationStart (request: OperationRequest, instance: { name: string, state: InstanceState }, taskQueue: string) {
   return {
-    workflowId: instanceWorkflowId(request.instanceId),
-    taskQueue,
-    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
+    ...underInstance(request.instanceId, taskQueue),
     args: [request] as [OperationRequest],
     typedSearchAttributes: [
       { key: InstanceIdKey, value: request.instanceId },
@@ -83,9 +86,7 @@ function summaryOf (request: OperationRequest, name: string): string {
 export function reportDelivery (report: VmmReport, taskQueue: string) {
   const args: [ApplyReportsInput] = [{ instanceId: report.instanceId }]
   return {
-    workflowId: instanceWorkflowId(report.instanceId),
-    taskQueue,
-    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
+    ...underInstance(report.instanceId, taskQueue),
     args,
     signal: vmmReportSignal,
     signalArgs: [report] as [VmmReport],

@@ -50,27 +50,28 @@ export async function allPids (): Promise<number[]> {
 }
 
 /**
- * Kills every live process that `isLeftover` picks (by its PID, process group and working
- * directory) and resolves once none is left, or after `timeoutMs` whatever still runs.
+ * Kills every live process of process group `group`, and every one whose working directory is
+ * `workDir` (resolved) when one is given, and resolves once none is left, or after `timeoutMs`
+ * whatever still runs.
  */
-export async function killLeftovers (isLeftover: (process: { pid: number, group: number, cwd: string | null }) => boolean, timeoutMs: number): Promise<void> {
+export async function killLeftovers (leftovers: { group: number, workDir: string | null }, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const left = await liveProcesses(isLeftover)
+    const left = await liveProcesses(leftovers)
     if (left.length === 0 || Date.now() >= deadline) return
     for (const pid of left) signalProcess(pid, 'SIGKILL')
     await sleep(20)
   }
 }
 
-async function liveProcesses (pick: (process: { pid: number, group: number, cwd: string | null }) => boolean): Promise<number[]> {
+async function liveProcesses ({ group, workDir }: { group: number, workDir: string | null }): Promise<number[]> {
   const picked: number[] = []
   for (const pid of await allPids()) {
     if (pid === process.pid) continue
     const stat = await processStat(pid)
     if (stat === null || stat.state === 'Z') continue
-    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => null)
-    if (pick({ pid, group: stat.group, cwd })) picked.push(pid)
+    // The working directory is read only where the group does not settle it.
+    if (stat.group === group || (workDir !== null && await readlink(`/proc/${pid}/cwd`).catch(() => null) === workDir)) picked.push(pid)
   }
   return picked
 }

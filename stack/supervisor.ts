@@ -119,7 +119,7 @@ class SupervisedProcess {
   /** What the ended process `pid` left: its process group (it led one: `detached`), and what works in `workDir`. */
   private async killLeftoversOf (pid: number): Promise<void> {
     const workDir = this.spec.workDir === undefined ? null : await realpath(this.spec.workDir).catch(() => null)
-    await killLeftovers((leftover) => leftover.group === pid || (workDir !== null && leftover.cwd === workDir), LEFTOVERS_TIMEOUT_MS)
+    await killLeftovers({ group: pid, workDir }, LEFTOVERS_TIMEOUT_MS)
   }
 
   private onExit (how: string): void {
