@@ -100,3 +100,10 @@ export const SERIES_OUT_OF_TIME_PATCH = 'series-out-of-time'
  * and a host heard once could be marked unreachable (issue 26).
  */
 export const HEARTBEATS_NOT_SKIPPED_PATCH = 'heartbeats-not-skipped'
+
+/**
+ * A boot with no VMM to fence first asks the agent to make the VMM from its placement's activity,
+ * once the placement has committed, and skips `ensureVmm` when the agent answered (issue 26: one
+ * activity and one workflow task fewer for a create).
+ */
+export const PLACE_AND_BOOT_PATCH = 'place-and-boot'
