@@ -26,7 +26,8 @@ export class ImageError extends Error {
 }
 
 export class ImageResolver {
-  readonly #known = new Map<string, { version: string, image: BaseImage }>()
+  /** What each file was found to be, by its version: a base image, or null for none (an initramfs). */
+  readonly #known = new Map<string, { version: string, image: BaseImage | null }>()
 
   constructor (readonly imageDir: string) {}
 
@@ -86,12 +87,20 @@ export class ImageResolver {
     const version = `${size}/${mtimeMs}`
     const known = this.#known.get(path)
     if (known?.version === version) return known.image
+    const image = await this.#read(name, path)
+    this.#known.set(path, { version, image })
+    return image
+  }
+
+  /**
+   * Reads a file's format and checksum: qemu-img and a pass over the whole file, once per
+   * version of it, base image or not (the catalog is asked for at every heartbeat).
+   */
+  async #read (name: string, path: string): Promise<BaseImage | null> {
     const info = await imageInfo(path)
     if (info.format !== 'qcow2' && (info.format !== 'raw' || name.endsWith('.img'))) return null
     const hash = createHash('sha256')
     await pipeline(createReadStream(path), hash)
-    const image: BaseImage = { name, format: info.format as ImageFormat, virtualSizeBytes: info.virtualSizeBytes, sha256: hash.digest('hex') }
-    this.#known.set(path, { version, image })
-    return image
+    return { name, format: info.format as ImageFormat, virtualSizeBytes: info.virtualSizeBytes, sha256: hash.digest('hex') }
   }
 }

@@ -9,7 +9,8 @@
  *
  * 1. the fast layer (`FAST`: unit tests, workflow tests on the SDK's test environment, API tests
  *    with `inject`, activities on a PostgreSQL of their own; no stack, no host network, no fixed
- *    port or directory), two files at a time;
+ *    port or directory), four files at a time: they wait on timers and on their servers more
+ *    than they compute (two at a time left the two cores half idle);
  * 2. the tests of real processes (stacks, agents, simulators: every other folder), two files at a
  *    time, the longest folders first: each stack takes free ports, a data directory and network
  *    namespaces named after it, so two never meet, and most of their time is waiting (for a
@@ -88,7 +89,7 @@ const realProcesses = [...LONGEST, ...folders.filter((f) => !FAST.includes(f) &&
   .filter((folder) => folders.includes(folder))
   .flatMap((folder) => testFiles(folder))
 const phases = [
-  { name: 'fast layer', concurrency: 2, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
+  { name: 'fast layer', concurrency: 4, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
   { name: 'real processes', concurrency: 2, files: realProcesses.filter((file) => !isAlone(file)) },
   { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
 ]

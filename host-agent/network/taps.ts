@@ -5,7 +5,8 @@
  * restarted agent finds the one it made. It is created persistent, owned by root, with
  * `vnet_hdr` and with `multi_queue` exactly when the VMM will open more than one queue pair
  * (Cloud Hypervisor refuses a TAP whose flag does not match), attached to the host's bridge and
- * brought UP; so the VMM, which runs without CAP_NET_ADMIN, only has to open it.
+ * brought UP (one run of ip does both); so the VMM, which runs without CAP_NET_ADMIN, only has
+ * to open it. One found detached or down (a crash between, an operator) is attached again.
  *
  * All of this happens in the host's network namespace: the one the agent runs in, or the one
  * `VMPLANE_AGENT_NETNS` names (the dev stack and the tests give each simulated host its own),
@@ -60,11 +61,15 @@ export class TapDevices {
       await this.#remove(name)
       tap = null
     }
+    const attach = ['link', 'set', 'dev', name, 'master', this.bridge, 'up']
     if (tap === null) {
-      await this.#ip(['tuntap', 'add', 'dev', name, 'mode', 'tap', 'user', '0', 'vnet_hdr', ...(multiQueue ? ['multi_queue'] : [])])
+      // Made and attached by one run of ip (its batch mode), not two: an ip is a process spawned
+      // by the agent, a cost every boot pays.
+      await this.#ipBatch([['tuntap', 'add', 'dev', name, 'mode', 'tap', 'user', '0', 'vnet_hdr', ...(multiQueue ? ['multi_queue'] : [])], attach])
       crashPoint('agent.tap.after-create')
+    } else if (tap.bridge !== this.bridge || !tap.up) {
+      await this.#ip(attach)
     }
-    if (tap?.bridge !== this.bridge || !tap.up) await this.#ip(['link', 'set', 'dev', name, 'master', this.bridge, 'up'])
   }
 
   async #remove (name: string): Promise<boolean> {
@@ -101,7 +106,16 @@ export class TapDevices {
   }
 
   async #ip (args: string[]): Promise<string> {
-    return await runCommand('ip', [...(this.netns === null ? [] : ['-n', this.netns]), ...args])
+    return await runCommand('ip', [...this.#inNamespace(), ...args])
+  }
+
+  /** Several ip commands, one per line, run in order by one ip; it stops at the first that fails. */
+  async #ipBatch (commands: string[][]): Promise<void> {
+    await runCommand('ip', [...this.#inNamespace(), '-batch', '-'], { input: commands.map((args) => args.join(' ')).join('\n') + '\n' })
+  }
+
+  #inNamespace (): string[] {
+    return this.netns === null ? [] : ['-n', this.netns]
   }
 
   #where (): string {
