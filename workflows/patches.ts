@@ -107,3 +107,10 @@ export const HEARTBEATS_NOT_SKIPPED_PATCH = 'heartbeats-not-skipped'
  * activity and one workflow task fewer for a create).
  */
 export const PLACE_AND_BOOT_PATCH = 'place-and-boot'
+
+/**
+ * Reports of a VMM taken in before the execution knew the VMM are applied once it does: with
+ * `place-and-boot`, a VMM's agent can report it running before its placement's answer arrives,
+ * and the boot then waited for its deadline (issue 26).
+ */
+export const EARLY_REPORTS_PATCH = 'early-reports'

@@ -57,6 +57,8 @@ export class WorkflowWorld {
   bootsOnPlacement = false
   /** Each placement's request for a boot: whether it asked for one. */
   readonly placementBoots: boolean[] = []
+  /** Runs before a placement answers, once it has placed its VMM (a report that outruns the answer). */
+  beforePlacementAnswers: ((vmmId: string) => Promise<void>) | null = null
   /** What the executions are given as their settings. */
   settings: OperationSettings = TEST_SETTINGS
   /** Hosts whose agents answer nothing: every call to them fails as an unreachable host's does. */
@@ -274,7 +276,9 @@ export class WorkflowWorld {
         const placed = this.apply({ ...request.change, vmmId, set: target === undefined ? { ...request.change.set, activeVmmId: vmmId } : request.change.set })
         const hostId = this.vmms.get(vmmId)!.hostId
         this.placementBoots.push(request.boot !== undefined)
-        return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted: this.bootPlaced(request, vmmId, hostId, placed.snapshot) }
+        const booted = this.bootPlaced(request, vmmId, hostId, placed.snapshot)
+        await this.beforePlacementAnswers?.(vmmId)
+        return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted }
       },
       sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
       cancelIncomingMigration: async (input: MigrationHalfInput) => this.agentCall('cancelIncomingMigration', input),

@@ -43,6 +43,19 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     assert.equal(world.placementBoots.at(-1), true)
   })
 
+  it('a create whose VMM reports running before its placement answers: running at once, not at the boot deadline', async () => {
+    world.beforePlacementAnswers = async (vmmId) => { await driver.deliver(world.vmms.get(vmmId)!, 'running') }
+    try {
+      const { request, handle, vmmId } = await driver.startCreate()
+      await handle.result()
+      assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
+      assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+      assert.ok(!driver.called('describeVmm', vmmId), 'the boot did not wait for its deadline to ask the agent')
+    } finally {
+      world.beforePlacementAnswers = null
+    }
+  })
+
   it('a create whose agent does not answer the placement: ensureVmm asks again, and the create ends running once it answers', async () => {
     world.unreachableHosts.add('host-1')
     const { request, handle, vmmId } = await driver.startCreate()
