@@ -8,6 +8,7 @@
  */
 import { ApplicationFailure, log } from '@temporalio/activity'
 import type { HostAgentActivities } from '../contract/activities.js'
+import type { PlacementRequest, PlacementResult } from '../contract/records.js'
 import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
 import { storageOf } from '../db/instances.js'
 import type { Pool } from '../db/pool.js'
@@ -143,6 +144,35 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
       return view === null ? null : toReport(view, input.hostId)
     }
   }
+}
+
+/** How long a placement waits for the agent to make its VMM before leaving it to `ensureVmm`. */
+export const PLACED_BOOT_TIMEOUT_MS = 5_000
+
+/**
+ * The boot a placement asks for (`PlacementRequest.boot`, workflows/start.ts step 3): once the
+ * placement has committed, and only when the instance has no other live VMM to fence first, the
+ * agent is asked once, by a client whose calls end at PLACED_BOOT_TIMEOUT_MS, to make the VMM.
+ * Anything but an answer (a refusal, a slow or unreachable agent) is left to the workflow's
+ * `ensureVmm`, which asks again (an ensure is idempotent on the VMM's ID) and counts the failure as
+ * its own: the placement stands, and this call never fails it.
+ */
+export async function bootPlaced (deps: AgentCallDependencies, request: PlacementRequest, placement: PlacementResult): Promise<PlacementResult> {
+  if (request.boot === undefined || !placement.placed) return placement
+  const { vmmId, hostId, snapshot } = placement
+  if (snapshot.liveVmms.some((vmm) => vmm.id !== vmmId)) return { ...placement, booted: null }
+  const agentUrl = await agentUrlOf(deps.pool, hostId)
+  if (agentUrl === null) return { ...placement, booted: null }
+  let view: VmmView
+  try {
+    view = await deps.client.ensureVmm(agentUrl, vmmId, { instanceId: snapshot.instance.id, ...request.boot })
+  } catch (err) {
+    log.info('the placed VMM\'s agent did not make it at once; ensureVmm asks again', { hostId, vmmId, error: err instanceof Error ? err.message : String(err) })
+    return { ...placement, booted: null }
+  }
+  await noteContactWorked(deps.pool, hostId)
+  crashPoint('ensure.after-agent')
+  return { ...placement, booted: toReport(view, hostId) }
 }
 
 /** An agent's view of a VMM, as the report it stands for. */

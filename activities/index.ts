@@ -6,7 +6,7 @@
 import type { Activities, OperationSettings } from '../contract/activities.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentClient } from '../http/host-agent-client.js'
-import { createHostAgentCalls } from './host-agent-calls.js'
+import { bootPlaced, createHostAgentCalls, PLACED_BOOT_TIMEOUT_MS } from './host-agent-calls.js'
 import { createDrains } from './drains.js'
 import { createHostFencing } from './host-fencing.js'
 import { createReconciler } from './reconciler.js'
@@ -29,6 +29,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
     client: new HostAgentClient({ token: deps.agentToken, timeoutMs: deps.agentCallTimeoutMs }),
     unreachableAfterMs: deps.settings.hostUnreachableAfterMs
   }
+  const placedBoots = { ...agentCalls, client: new HostAgentClient({ token: deps.agentToken, timeoutMs: Math.min(deps.agentCallTimeoutMs, PLACED_BOOT_TIMEOUT_MS) }) }
   return {
     async operationSettings () {
       return deps.settings
@@ -43,7 +44,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
       return await recordInstanceChange(pool, change)
     },
     async placeVmm (request) {
-      return await placeVmm(pool, request)
+      return await bootPlaced(placedBoots, request, await placeVmm(pool, request))
     },
     async recordVmmObservations (instanceId, reports) {
       return await recordVmmObservations(pool, instanceId, reports)

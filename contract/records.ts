@@ -8,6 +8,7 @@
  * of recorded executions.
  */
 import type { EventKind } from '../domain/event.js'
+import type { VmmSpec } from '../domain/host-agent-api.js'
 import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
 import type { MigrationRecordPhase } from '../domain/migration.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
@@ -104,6 +105,18 @@ export interface PlacementRequest {
    * does not become the instance's active VMM (that happens at the commit point).
    */
   migrationTarget?: MigrationTarget
+  /**
+   * Asks the new VMM's agent to make it, once the placement is committed, when the instance has
+   * no other live VMM to fence first: one try, within a few seconds. Absent in histories recorded
+   * before the placement did (patch `place-and-boot`).
+   */
+  boot?: PlacedBoot
+}
+
+/** What the agent needs to make a placed VMM that boots (`EnsureVmmInput` less what placement decides). */
+export interface PlacedBoot {
+  instanceName: string
+  spec: VmmSpec
 }
 
 export interface MigrationTarget {
@@ -114,5 +127,15 @@ export interface MigrationTarget {
 }
 
 export type PlacementResult =
-  | { placed: true, vmmId: string, hostId: string, snapshot: InstanceSnapshot }
+  | {
+    placed: true
+    vmmId: string
+    hostId: string
+    snapshot: InstanceSnapshot
+    /**
+     * The agent's answer to the boot the request asked for; null when it was not asked (a VMM
+     * to fence first) or did not answer in time: the workflow then asks it through `ensureVmm`.
+     */
+    booted?: VmmReport | null
+  }
   | { placed: false, code: 'NoCapacity' | 'InstanceDestroyed', reason: string, snapshot: InstanceSnapshot }

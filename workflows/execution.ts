@@ -13,7 +13,8 @@
  *    during a create, start or reboot cancels that scope: the preempted operation ends
  *    `superseded` and this execution runs the halt itself, so a stop never waits behind a stuck
  *    boot. Writes run in non-cancellable scopes and finish before the halt begins, so the halt
- *    starts from a consistent record. Calls to host agents are cancellable: a call that
+ *    starts from a consistent record (a placement's write may ask the agent to make its VMM, for
+ *    5 s at most: start.ts step 3). Calls to host agents are cancellable: a call that
  *    completes after it was abandoned is harmless, because an agent never brings back a VMM ID
  *    it destroyed;
  * 3. when the operation is done, settles the instance against what its VMM reported meanwhile
@@ -67,7 +68,7 @@ import {
   stateQuery,
   vmmReportSignal
 } from '../contract/messages.js'
-import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationTarget } from '../contract/records.js'
+import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../contract/records.js'
 import { HostIdKey, InstanceStateKey, OperationKey } from '../contract/search-attributes.js'
 import { WORKFLOW_TYPES } from '../contract/workflows.js'
 import { decisionKeys } from '../domain/decisions.js'
@@ -82,7 +83,7 @@ import { awaitRestart } from './auto-restart.js'
 import { create } from './create.js'
 import { halt } from './halt.js'
 import { HaltBook } from './halts.js'
-import type { ChangeInput, InstanceContext, Placement } from './instance-context.js'
+import type { ChangeInput, InstanceContext, Placement, PlacementOptions } from './instance-context.js'
 import { recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
@@ -235,7 +236,7 @@ export class InstanceExecution implements InstanceContext {
    * makes it the active one, in one write; `before` is recorded in the same transaction. A live
    * migration's target is placed as the migration's, and does not become active.
    */
-  async placeVmm (request: OperationRequest, before?: ChangeInput, migrationTarget?: MigrationTarget): Promise<Placement> {
+  async placeVmm (request: OperationRequest, { before, migrationTarget, boot }: PlacementOptions = {}): Promise<Placement> {
     const { vcpus, memoryMiB } = this.instance
     const result = await this.write(() => {
       const first = before === undefined ? undefined : this.toChange(before)
@@ -245,11 +246,11 @@ export class InstanceExecution implements InstanceContext {
         message: migrationTarget === undefined ? 'placed VMM' : 'placed the migration\'s target VMM',
         ...(migrationTarget === undefined ? {} : { migration: { id: migrationTarget.migrationId, phase: 'preparing' as const } })
       })
-      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget })
+      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget, boot })
     })
     this.adopt(result.snapshot)
     if (!result.placed) return { code: result.code, reason: result.reason }
-    return { vmmId: result.vmmId, hostId: result.hostId }
+    return { vmmId: result.vmmId, hostId: result.hostId, booted: result.booted ?? null }
   }
 
   /**

@@ -6,7 +6,7 @@
  * operations import only this, so none depends on the execution's other workings, nor on the other
  * operations it runs.
  */
-import type { InstanceFields, MigrationTarget, MigrationUpdate, ChangeEvent } from '../contract/records.js'
+import type { InstanceFields, MigrationTarget, MigrationUpdate, ChangeEvent, PlacedBoot } from '../contract/records.js'
 import type { OperationSettings } from '../contract/activities.js'
 import type { Instance, InstanceError } from '../domain/instance.js'
 import type { OperationError, OperationStatus } from '../domain/operation.js'
@@ -23,8 +23,21 @@ export interface ChangeInput extends ChangeEvent {
   migration?: MigrationUpdate
 }
 
-/** Where a placement put the new VMM, or why it could not. */
-export type Placement = { vmmId: string, hostId: string } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
+/**
+ * Where a placement put the new VMM (with its agent's answer when the placement asked it to make
+ * the VMM and it did: `PlacementRequest.boot`), or why it could not.
+ */
+export type Placement = { vmmId: string, hostId: string, booted: VmmReport | null } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
+
+/** What a placement records with the new VMM, besides the VMM itself. */
+export interface PlacementOptions {
+  /** A change recorded first, in the same transaction (the operation's start). */
+  before?: ChangeInput
+  /** Places a live migration's target, which does not become the active VMM. */
+  migrationTarget?: MigrationTarget
+  /** Has the agent make the VMM as soon as it is placed, when there is nothing to fence first. */
+  boot?: PlacedBoot
+}
 
 export interface InstanceContext {
   /** The worker's settings, as the execution opened with them (recorded in its history). */
@@ -56,7 +69,7 @@ export interface InstanceContext {
    * Places the operation's new VMM and makes it the active one, in one write; `before` is
    * recorded in the same transaction. A live migration's target does not become active.
    */
-  placeVmm: (request: OperationRequest, before?: ChangeInput, migrationTarget?: MigrationTarget) => Promise<Placement>
+  placeVmm: (request: OperationRequest, options?: PlacementOptions) => Promise<Placement>
   /**
    * Waits until `test` holds, at most `timeoutMs` (true if it held), recording meanwhile the
    * reports that change what people see.

@@ -179,10 +179,12 @@ class Migration {
   }
 
   private async reserve (): ReturnType<InstanceContext['placeVmm']> {
-    return await this.execution.placeVmm(this.request, undefined, {
-      migrationId: this.id,
-      onlyHostId: this.request.targetHostId ?? null,
-      excludeHostId: this.source.hostId
+    return await this.execution.placeVmm(this.request, {
+      migrationTarget: {
+        migrationId: this.id,
+        onlyHostId: this.request.targetHostId ?? null,
+        excludeHostId: this.source.hostId
+      }
     })
   }
 

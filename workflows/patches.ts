@@ -100,3 +100,17 @@ export const SERIES_OUT_OF_TIME_PATCH = 'series-out-of-time'
  * and a host heard once could be marked unreachable (issue 26).
  */
 export const HEARTBEATS_NOT_SKIPPED_PATCH = 'heartbeats-not-skipped'
+
+/**
+ * A boot with no VMM to fence first asks the agent to make the VMM from its placement's activity,
+ * once the placement has committed, and skips `ensureVmm` when the agent answered (issue 26: one
+ * activity and one workflow task fewer for a create).
+ */
+export const PLACE_AND_BOOT_PATCH = 'place-and-boot'
+
+/**
+ * Reports of a VMM taken in before the execution knew the VMM are applied once it does: with
+ * `place-and-boot`, a VMM's agent can report it running before its placement's answer arrives,
+ * and the boot then waited for its deadline (issue 26).
+ */
+export const EARLY_REPORTS_PATCH = 'early-reports'

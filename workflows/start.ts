@@ -12,18 +12,25 @@
  *    the new one is created, so an instance never has two live VMMs.
  * 3. Ensure the VMM on its host: idempotent on the VMM ID, retried on the same host until the
  *    agent answers. The agent makes the instance's disks, seed and TAPs first, each keyed by its
- *    ID, so a retry or another host finds them.
+ *    ID, so a retry or another host finds them. When step 2 has nothing to fence (a create, a
+ *    start of a stopped instance), the placement itself asks the agent once, right after its
+ *    transaction commits (patch `place-and-boot`): on a healthy host a boot is then one activity
+ *    where it was two. The placement is a write, which no halt cancels, so it asks within a few
+ *    seconds only; an agent that did not answer by then is asked again here, through the
+ *    cancellable `ensureVmm`, as before.
  * 4. Wait for the VMM to report `running`, at most the boot timeout; at the deadline, ask its
  *    agent before giving up (no report is not a report of failure, I2). A VMM that never gets
  *    there is killed and the instance is left `stopped` with the reason; the operation fails,
  *    and a new start may proceed at once.
  */
-import { ActivityFailure, ApplicationFailure, CancellationScope, sleep } from '@temporalio/workflow'
+import { ActivityFailure, ApplicationFailure, CancellationScope, patched, sleep } from '@temporalio/workflow'
 import { decisionKeys } from '../domain/decisions.js'
 import { vmmSpecOf } from '../domain/instance.js'
 import type { BootRequest, StartRequest } from '../domain/requests.js'
+import type { VmmReport } from '../domain/vmm.js'
 import { agents } from './activity-proxies.js'
-import type { ChangeInput, InstanceContext, Placement } from './instance-context.js'
+import type { ChangeInput, InstanceContext, Placement, PlacementOptions } from './instance-context.js'
+import { PLACE_AND_BOOT_PATCH } from './patches.js'
 import { describeOnHost, destroyOnHost } from './vmm-actions.js'
 
 export async function start (execution: InstanceContext, request: StartRequest): Promise<void> {
@@ -58,7 +65,11 @@ interface BootFailure {
  * `began`, the operation's start, is recorded with the placement.
  */
 export async function bootNewVmm (execution: InstanceContext, request: BootRequest, began?: ChangeInput): Promise<void> {
-  const placement = await place(execution, request, began)
+  // Decided before the placement: with a VMM to fence, the agent is asked only once it is gone.
+  const boot = execution.liveVmms().length === 0 && patched(PLACE_AND_BOOT_PATCH)
+    ? { instanceName: execution.instance.name, spec: vmmSpecOf(execution.instance) }
+    : undefined
+  const placement = await place(execution, request, { before: began, boot })
   if ('reason' in placement) {
     await failBoot(execution, request, { code: placement.code, message: placement.reason })
     return
@@ -67,7 +78,7 @@ export async function bootNewVmm (execution: InstanceContext, request: BootReque
   for (const older of execution.liveVmms()) if (older.id !== placement.vmmId) await destroyOnHost(execution, older)
 
   execution.enterPhase('booting', `VMM ${placement.vmmId} on ${placement.hostId}`)
-  const failure = await bootOnHost(execution, placement.hostId, placement.vmmId)
+  const failure = await bootOnHost(execution, placement.hostId, placement.vmmId, placement.booted)
   if (failure !== null) {
     await failBoot(execution, request, failure)
     return
@@ -87,11 +98,11 @@ export async function bootNewVmm (execution: InstanceContext, request: BootReque
 const FIRST_PLACEMENT_RETRY_MS = 1000
 const MAX_PLACEMENT_RETRY_MS = 30_000
 
-/** Step 1: places the VMM, waiting for room up to the placement timeout. */
-async function place (execution: InstanceContext, request: BootRequest, began?: ChangeInput): Promise<Placement> {
+/** Step 1: places the VMM, waiting for room up to the placement timeout; `before` goes with the first try. */
+async function place (execution: InstanceContext, request: BootRequest, { before, boot }: PlacementOptions): Promise<Placement> {
   execution.enterPhase('placing')
   const giveUpAt = Date.now() + execution.settings.placementTimeoutMs
-  let placement = await execution.placeVmm(request, began)
+  let placement = await execution.placeVmm(request, { before, boot })
   for (let delay = FIRST_PLACEMENT_RETRY_MS; 'reason' in placement && placement.code === 'NoCapacity' && Date.now() < giveUpAt; delay = Math.min(2 * delay, MAX_PLACEMENT_RETRY_MS)) {
     if (delay === FIRST_PLACEMENT_RETRY_MS) {
       await execution.change({
@@ -103,20 +114,25 @@ async function place (execution: InstanceContext, request: BootRequest, began?: 
     }
     execution.enterPhase('placing', `no host has room; trying again in ${delay / 1000} s, until ${new Date(giveUpAt).toISOString()}`)
     await sleep(Math.min(delay, Math.max(1, giveUpAt - Date.now())))
-    placement = await execution.placeVmm(request)
+    placement = await execution.placeVmm(request, { boot })
   }
   return placement
 }
 
-async function bootOnHost (execution: InstanceContext, hostId: string, vmmId: string): Promise<BootFailure | null> {
+/** Steps 3 and 4; `booted`, the agent's answer to the placement's boot, when it gave one. */
+async function bootOnHost (execution: InstanceContext, hostId: string, vmmId: string, booted: VmmReport | null): Promise<BootFailure | null> {
   let refused: BootFailure | null = null
-  const ensure = CancellationScope.cancellable(async () => {
-    const { id: instanceId, name: instanceName } = execution.instance
-    execution.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: vmmSpecOf(execution.instance) }))
-  })
-  ensure.catch((err: unknown) => {
-    refused = { code: 'HostRefused', message: describeFailure(err) }
-  })
+  if (booted !== null) {
+    execution.observe(booted)
+  } else {
+    const ensure = CancellationScope.cancellable(async () => {
+      const { id: instanceId, name: instanceName } = execution.instance
+      execution.observe(await agents.ensureVmm({ hostId, vmmId, instanceId, instanceName, spec: vmmSpecOf(execution.instance) }))
+    })
+    ensure.catch((err: unknown) => {
+      refused = { code: 'HostRefused', message: describeFailure(err) }
+    })
+  }
   const settled = await execution.waitFor(
     () => execution.isRunning(vmmId) || execution.isGone(vmmId) || refused !== null,
     execution.settings.bootTimeoutMs

@@ -7,13 +7,16 @@
  * (activities/instance-records.ts), or on its own when nothing else is to be written; the
  * execution ends only once every report it received is recorded (I5).
  *
+ * A report of a VMM the execution does not know yet waits with the unrecorded ones and is applied
+ * once it does: a placement that made its VMM can be answered after the VMM's agent has reported.
+ *
  * A report that changes neither the VMM's state, its responsiveness nor its migration's progress
  * (a VMM known to be starting says it is starting, with a new reason) is "insignificant": an
  * operation waiting for something else lets it wait for the next write instead of writing it alone.
  */
 import { patched } from '@temporalio/workflow'
 import { isTerminalVmmState, withReport, type VmmRecord, type VmmReport } from '../domain/vmm.js'
-import { RECORDED_END_IS_FINAL_PATCH } from './patches.js'
+import { EARLY_REPORTS_PATCH, RECORDED_END_IS_FINAL_PATCH } from './patches.js'
 
 export class VmmBook {
   private readonly records = new Map<string, VmmRecord>()
@@ -23,6 +26,11 @@ export class VmmBook {
   /** Takes in a report: in memory now, to be recorded with the next write. */
   take (report: VmmReport): void {
     this.unrecorded.push(report)
+    this.apply(report)
+  }
+
+  /** Applies a report to the VMM's record in memory, if the VMM is known and the report is news. */
+  private apply (report: VmmReport): void {
     const known = this.records.get(report.vmmId)
     const next = known === undefined ? null : withReport(known, report)
     if (known === undefined || next === null) return
@@ -41,6 +49,15 @@ export class VmmBook {
     if (known === undefined || vmm.generation >= known.generation || (endsLiveVmm(known, vmm) && patched(RECORDED_END_IS_FINAL_PATCH))) {
       this.records.set(vmm.id, vmm)
     }
+    if (known === undefined && this.unrecorded.some((report) => report.vmmId === vmm.id) && patched(EARLY_REPORTS_PATCH)) this.applyEarlyReports(vmm.id)
+  }
+
+  /**
+   * Applies the reports of a VMM taken in before the execution knew it: a placement that made its
+   * VMM (start.ts step 3) can be answered after the VMM's agent has reported it running.
+   */
+  private applyEarlyReports (vmmId: string): void {
+    for (const report of this.unrecorded) if (report.vmmId === vmmId) this.apply(report)
   }
 
   get (vmmId: string): VmmRecord | null {

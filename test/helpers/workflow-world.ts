@@ -49,6 +49,16 @@ export class WorkflowWorld {
   /** Each release of an instance's storage, with what the world held at that moment. */
   readonly storageReleases: Array<{ instanceId: string, liveVmms: number, state: Instance['state'] }> = []
   hostHasRoom = true
+  /**
+   * Whether a placement that asks for a boot asks the agent (activities/host-agent-calls.ts
+   * `bootPlaced`), as the real one does when the agent answers at once; off, the agent is never
+   * asked in time and the workflow falls back to `ensureVmm`, as it does when the agent is slow.
+   */
+  bootsOnPlacement = false
+  /** Each placement's request for a boot: whether it asked for one. */
+  readonly placementBoots: boolean[] = []
+  /** Runs before a placement answers, once it has placed its VMM (a report that outruns the answer). */
+  beforePlacementAnswers: ((vmmId: string) => Promise<void>) | null = null
   /** What the executions are given as their settings. */
   settings: OperationSettings = TEST_SETTINGS
   /** Hosts whose agents answer nothing: every call to them fails as an unreachable host's does. */
@@ -195,6 +205,17 @@ export class WorkflowWorld {
     this.migrations.set(update.id, known)
   }
 
+  /** What `bootPlaced` answers: the scripted agent's answer to an ensure, or null (not asked, fence first, no answer). */
+  private bootPlaced (request: PlacementRequest, vmmId: string, hostId: string, snapshot: InstanceSnapshot): VmmReport | null | undefined {
+    if (request.boot === undefined) return undefined
+    if (!this.bootsOnPlacement || snapshot.liveVmms.some((vmm) => vmm.id !== vmmId)) return null
+    try {
+      return this.agentCall('ensureVmm', { hostId, vmmId })
+    } catch {
+      return null
+    }
+  }
+
   private agentCall (name: keyof WorkflowWorld['agent'], target: VmmTarget): VmmReport | null {
     this.calls.push({ name, vmmId: target.vmmId })
     if (this.unreachableHosts.has(target.hostId)) throw ApplicationFailure.retryable(`${target.hostId}: connect ECONNREFUSED`, 'HostUnreachable')
@@ -253,7 +274,11 @@ export class WorkflowWorld {
         const target = request.migrationTarget
         if (target !== undefined) this.migrations.get(target.migrationId)!.targetVmmId = vmmId
         const placed = this.apply({ ...request.change, vmmId, set: target === undefined ? { ...request.change.set, activeVmmId: vmmId } : request.change.set })
-        return { placed: true, vmmId, hostId: this.vmms.get(vmmId)!.hostId, snapshot: placed.snapshot }
+        const hostId = this.vmms.get(vmmId)!.hostId
+        this.placementBoots.push(request.boot !== undefined)
+        const booted = this.bootPlaced(request, vmmId, hostId, placed.snapshot)
+        await this.beforePlacementAnswers?.(vmmId)
+        return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted }
       },
       sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
       cancelIncomingMigration: async (input: MigrationHalfInput) => this.agentCall('cancelIncomingMigration', input),
