@@ -474,11 +474,9 @@ const POSTGRES_OUTAGE_MS = 30_000
 async function exitsNotKilled (stack: LaunchedStack, killed: Strike[]): Promise<string[]> {
   const found: string[] = []
   const postgresStrikes = killed.filter((strike) => strike.component === 'postgres').map((strike) => strike.at)
-  const causedByPostgresStrike = (exit: { note: string, before: string[] }): boolean => {
-    const at = Date.parse(exit.note.split(' ')[1]!)
-    return exit.before.some((line) => DATABASE_UNREACHABLE.test(line)) &&
+  const causedByPostgresStrike = ({ at, before }: { at: number, before: string[] }): boolean =>
+    before.some((line) => DATABASE_UNREACHABLE.test(line)) &&
       postgresStrikes.some((struck) => struck <= at && at - struck <= POSTGRES_OUTAGE_MS)
-  }
   for (const component of await stack.components()) {
     const exits = (await stack.exitsOf(component)).filter((exit) => !causedByPostgresStrike(exit))
     const kills = killed.filter((strike) => strike.component === component).length

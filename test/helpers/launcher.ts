@@ -32,7 +32,7 @@ const DEFAULT_READY_TIMEOUT_MS = 240_000
 const STOP_TIMEOUT_MS = 60_000
 const TAIL_LINES = 60
 /** A supervisor's note that a component's process ended (supervisor.ts, output.ts). */
-const SUPERVISOR_EXIT_NOTE = /^--- \S+ exited with /
+const SUPERVISOR_EXIT_NOTE = /^--- (\S+) exited with /
 /** The stack's own lines, beside its components' logs. */
 const STACK_LOG = 'stack'
 
@@ -205,14 +205,16 @@ export class LaunchedStack {
 
   /**
    * Every time a component's process ended while the stack ran, oldest first: the supervisor's
-   * note in the component's log (`exited with signal SIGKILL after 9.3 s; restarting in 0.3 s`)
-   * and the lines the process wrote last before it.
+   * note in the component's log (`exited with signal SIGKILL after 9.3 s; restarting in 0.3 s`),
+   * when it was written (ms since the epoch), and the lines the process wrote last before it.
    */
-  async exitsOf (component: ComponentName, linesBefore = 20): Promise<Array<{ note: string, before: string[] }>> {
+  async exitsOf (component: ComponentName, linesBefore = 20): Promise<Array<{ note: string, at: number, before: string[] }>> {
     const log = await this.logLines(component)
     // The supervisor's notes only: PostgreSQL logs its own children's exits in the same words.
-    return log.flatMap((line, index) =>
-      SUPERVISOR_EXIT_NOTE.test(line) ? [{ note: line, before: log.slice(Math.max(0, index - linesBefore), index) }] : [])
+    return log.flatMap((line, index) => {
+      const note = SUPERVISOR_EXIT_NOTE.exec(line)
+      return note === null ? [] : [{ note: line, at: Date.parse(note[1]!), before: log.slice(Math.max(0, index - linesBefore), index) }]
+    })
   }
 
   /** Every component the stack has run, whatever its shape: each has a log of its own. */
