@@ -26,11 +26,11 @@
 import { ApplicationFailure } from '@temporalio/activity'
 import type { ChangeResult, InstanceChange, InstanceSnapshot, MigrationUpdate, RecordedMigration } from '../contract/records.js'
 import { appendEvent, isEventRecorded } from '../db/instance-events.js'
-import { insertInstance, lockInstance, readInstance, releaseDevicesOf, updateRuntimeFields } from '../db/instances.js'
+import { insertInstance, lockInstance, readInstanceWithVmms, releaseDevicesOf, updateRuntimeFields } from '../db/instances.js'
 import { advanceMigration, insertMigration, readMigrationRow } from '../db/live-migrations.js'
 import { upsertOperation } from '../db/operations.js'
 import { inTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js'
-import { liveVmmsOf, readVmms, releaseReservationsOfInstance } from '../db/vmms.js'
+import { readVmms, releaseReservationsOfInstance } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
 import type { NewInstance } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
@@ -38,9 +38,9 @@ import { eventIdOf } from './instance-events.js'
 import { applyObservations } from './vmm-observations.js'
 
 export async function readSnapshot (db: Queryable, instanceId: string): Promise<InstanceSnapshot | null> {
-  const instance = await readInstance(db, instanceId)
-  if (instance === null) return null
-  const all = await liveVmmsOf(db, instanceId, instance.activeVmmId)
+  const read = await readInstanceWithVmms(db, instanceId)
+  if (read === null) return null
+  const { instance, vmms: all } = read
   return {
     instance,
     liveVmms: all.filter((v) => v.state !== 'destroyed' && v.state !== 'failed' && v.state !== 'lost'),
@@ -49,23 +49,27 @@ export async function readSnapshot (db: Queryable, instanceId: string): Promise<
 }
 
 /**
- * The instance as an execution begins with it. A create's execution first inserts the rows if
- * the API did not (it died before its transaction committed); `null` if the instance does not
- * exist (or, for a create, its rows cannot be made now: its name or an address it asked for was
- * taken meanwhile, its network deleted, the storage filled. Nothing is made then, and nobody was
- * told the create was accepted).
+ * The instance as an execution begins with it. A create's execution inserts the rows if the API
+ * did not (it died before its transaction committed); `null` if the instance does not exist (or,
+ * for a create, its rows cannot be made now: its name or an address it asked for was taken
+ * meanwhile, its network deleted, the storage filled. Nothing is made then, and nobody was told
+ * the create was accepted).
+ *
+ * The rows are read first: the API has almost always committed them, and its one transaction
+ * made all of them, so a row found needs no insert. One not found is inserted; should the API's
+ * transaction be committing meanwhile, the insert waits for it on the instance's key and then
+ * finds its rows (db/instances.ts `insertInstance`).
  */
 export async function openInstance (pool: Pool, instanceId: string, create?: NewInstance): Promise<InstanceSnapshot | null> {
-  if (create !== undefined) {
-    const outcome = await inTransaction(pool, async (tx) => {
-      const inserted = await insertInstance(tx, instanceId, create)
-      // Nothing of a create that cannot be made stays: the transaction is rolled back.
-      if (!inserted.inserted) throw new InsertRefused()
-      return inserted
-    }).catch((err: unknown) => { if (err instanceof InsertRefused) return null; throw err })
-    if (outcome === null) return null
-  }
-  return await readSnapshot(pool, instanceId)
+  const found = await readSnapshot(pool, instanceId)
+  if (found !== null || create === undefined) return found
+  const outcome = await inTransaction(pool, async (tx) => {
+    const inserted = await insertInstance(tx, instanceId, create)
+    // Nothing of a create that cannot be made stays: the transaction is rolled back.
+    if (!inserted.inserted) throw new InsertRefused()
+    return inserted
+  }).catch((err: unknown) => { if (err instanceof InsertRefused) return null; throw err })
+  return outcome === null ? null : await readSnapshot(pool, instanceId)
 }
 
 class InsertRefused extends Error {}
@@ -78,8 +82,20 @@ export async function recordInstanceChange (pool: Pool, change: InstanceChange):
   return result
 }
 
-/** Applies a change inside a transaction of the caller's (placement makes one with the VMM's row). */
+/** Applies a change inside a transaction of the caller's, and reads the record back. */
 export async function applyInstanceChange (tx: PoolClient, change: InstanceChange): Promise<ChangeResult> {
+  const { vmms, madeBefore } = await writeInstanceChange(tx, change)
+  const snapshot = await readSnapshot(tx, change.instanceId)
+  if (snapshot === null) throw new Error(`instance ${change.instanceId} vanished inside a transaction`)
+  return { snapshot, vmms, madeBefore }
+}
+
+/**
+ * Applies a change inside a transaction of the caller's, without reading the record back (a
+ * placement reads it once, after the change it makes with the VMM's row); whether the instance
+ * is destroyed once the change is made, its row locked until the transaction ends.
+ */
+export async function writeInstanceChange (tx: PoolClient, change: InstanceChange): Promise<Omit<ChangeResult, 'snapshot'> & { destroyed: boolean }> {
   const vmms = await applyObservations(tx, change.instanceId, change.observations ?? [])
   const locked = await lockInstance(tx, change.instanceId)
   if (locked === null) throw ApplicationFailure.nonRetryable(`instance ${change.instanceId} does not exist`, 'InstanceNotFound')
@@ -91,9 +107,7 @@ export async function applyInstanceChange (tx: PoolClient, change: InstanceChang
     if (change.migration !== undefined) await upsertMigration(tx, change.instanceId, change.migration)
     await appendEvent(tx, { ...change, eventId, operationId: change.operation?.id ?? null })
   }
-  const snapshot = await readSnapshot(tx, change.instanceId)
-  if (snapshot === null) throw new Error(`instance ${change.instanceId} vanished inside a transaction`)
-  return { snapshot, vmms, madeBefore }
+  return { vmms, madeBefore, destroyed: locked.destroyed || (!madeBefore && change.set?.destroyed === true) }
 }
 
 async function updateInstance (tx: PoolClient, change: InstanceChange): Promise<void> {

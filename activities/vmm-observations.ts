@@ -12,7 +12,7 @@
 import { appendEvent } from '../db/instance-events.js'
 import { isActiveVmmOf, markDisksMade } from '../db/instances.js'
 import { inTransaction, type Pool, type PoolClient } from '../db/pool.js'
-import { applyReportToVmm, lockVmm, readVmm, releaseReservation } from '../db/vmms.js'
+import { applyReportToVmm, findVmm, releaseReservation } from '../db/vmms.js'
 import { decisionKeys } from '../domain/decisions.js'
 import { isTerminalVmmState, type VmmRecord, type VmmReport } from '../domain/vmm.js'
 import { eventIdOf } from './instance-events.js'
@@ -31,15 +31,15 @@ export async function applyObservations (tx: PoolClient, instanceId: string, rep
 }
 
 async function applyObservation (tx: PoolClient, instanceId: string, report: VmmReport): Promise<VmmRecord | null> {
-  const before = await lockVmm(tx, report.vmmId)
-  if (before === undefined) return null
   const terminal = isTerminalVmmState(report.state)
-  const vmm = await applyReportToVmm(tx, report, terminal)
-  if (vmm === null) return await readVmm(tx, report.vmmId)
+  const applied = await applyReportToVmm(tx, report, terminal)
+  // A report that changed nothing (stale, or of a VMM gone) answers with the record as it is.
+  if (applied === null) return await findVmm(tx, report.vmmId)
+  const { vmm, unresponsiveBefore } = applied
   if (terminal) await releaseReservation(tx, vmm.id)
   // A VMM runs only once its disks are made (host-agent/supervisor/vmm-devices.ts).
   if (report.state === 'running') await markDisksMade(tx, instanceId)
-  if ((before.unresponsiveSince === null) !== (vmm.unresponsiveSince === null) && !terminal) {
+  if ((unresponsiveBefore === null) !== (vmm.unresponsiveSince === null) && !terminal) {
     await noteResponsiveness(tx, instanceId, vmm)
   }
   return vmm

@@ -22,7 +22,7 @@ import { hostOfVmm, insertVmmWithReservation } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
 import { decisionKeys } from '../domain/decisions.js'
 import { chooseHost } from '../domain/placement.js'
-import { applyInstanceChange, readSnapshot } from './instance-records.js'
+import { applyInstanceChange, readSnapshot, writeInstanceChange } from './instance-records.js'
 
 /** The ID of the VMM an operation places: named by its placement decision. */
 export function vmmIdOf (operationId: string): string {
@@ -32,12 +32,13 @@ const VMM_NAMESPACE = '0e3f9a4c-3d2b-4c8e-8f61-6a0b7d9e2c15'
 
 export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<PlacementResult> {
   const result = await inTransaction(pool, async (tx): Promise<PlacementResult> => {
-    if (request.before !== undefined) await applyInstanceChange(tx, request.before)
+    const before = request.before === undefined ? null : await writeInstanceChange(tx, request.before)
     const vmmId = vmmIdOf(request.operationId)
     const { instanceId } = request.change
     let hostId = await hostOfVmm(tx, vmmId)
     if (hostId === null) {
-      if (await isInstanceDestroyed(tx, instanceId)) return { placed: false, code: 'InstanceDestroyed', reason: 'the instance is destroyed', snapshot: await snapshotOf(tx, instanceId) }
+      // The change before the placement locked the instance and knows whether it is destroyed.
+      if (before?.destroyed ?? await isInstanceDestroyed(tx, instanceId)) return { placed: false, code: 'InstanceDestroyed', reason: 'the instance is destroyed', snapshot: await snapshotOf(tx, instanceId) }
       hostId = await reserveHost(tx, vmmId, instanceId, request)
     }
     if (hostId === null) {

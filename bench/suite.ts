@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--scale 100,1000,4000] [--temporal dev|cluster] [--running <data-dir>] [--out <dir>]`:
+ * `npm run bench [-- --quick | --smoke] [--scale 100,1000,4000] [--temporal dev|cluster] [--running <data-dir>] [--out <dir>]`:
  * vmplane's performance beside Temporal's own floor, on one stack: the dev server's, or the
  * cluster shape (Temporal's own server on PostgreSQL, two API replicas behind HAProxy, two
  * workers), the floor on the same Temporal.
@@ -44,6 +44,7 @@ import { vmplaneOperations } from './vmplane-operations.js'
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    smoke: { type: 'boolean', default: false },
     scale: { type: 'string', default: '100,1000' },
     running: { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
@@ -61,16 +62,24 @@ if (values.temporal !== 'dev' && values.temporal !== 'cluster') {
   process.exit(2)
 }
 const SHAPE: 'dev' | 'cluster' = values.temporal
-const SIZE = values.quick
-  ? { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, listRounds: 1, gets: 100 }
-  : { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, listRounds: 5, gets: 1000 }
+/**
+ * What each mode runs: `full` the README's figures; `quick` a look in 3 minutes; `smoke` every
+ * figure from few operations, for the suite's test that the benchmark still gives each one (its
+ * figures compare with nothing). 50 in flight makes 100 instances at least: the 100-instance
+ * scale point.
+ */
+const SIZES = {
+  full: { latencyRuns: 100, instances: { c10: 1000, c50: 1000, c100: 1000 }, listRounds: 5, gets: 1000, historySamples: 10, listRows: 10_000 },
+  quick: { latencyRuns: 10, instances: { c10: 40, c50: 100, c100: 100 }, listRounds: 1, gets: 100, historySamples: 10, listRows: 10_000 },
+  smoke: { latencyRuns: 3, instances: { c10: 20, c50: 100, c100: 20 }, listRounds: 1, gets: 10, historySamples: 3, listRows: 1_000 }
+}
+const MODE = values.smoke ? 'smoke' : values.quick ? 'quick' : 'full'
+const SIZE = SIZES[MODE]
 const OWN_STACK = values.running === undefined
 const THROUGHPUT_CONCURRENCIES = [10, 50, 100]
 const SCALE_CONCURRENCY = 50
 const CLEANUP_CONCURRENCY = 100
 const WARMUP_RUNS = 2
-const HISTORY_SAMPLES = 10
-const LIST_ROWS = 10_000
 const STACK_ENV = {
   // Room for every instance of the largest run, and no rate limit on the load.
   VMPLANE_HOST_VCPUS: '100000',
@@ -143,9 +152,9 @@ function report (figures: LoadFigures): LoadFigures {
 const memoryWatch = new MemoryWatch({ worker: await stack.pid('worker'), api: await stack.pid('api') }, await stack.pid(`agent-${info.hosts[0].id}`))
 await memoryWatch.start()
 try {
-  log(`warming up; counting the history events of ${HISTORY_SAMPLES} creates-and-starts, one at a time`)
+  log(`warming up; counting the history events of ${SIZE.historySamples} creates-and-starts, one at a time`)
   const lengths: number[] = []
-  for (const name of names(HISTORY_SAMPLES)) {
+  for (const name of names(SIZE.historySamples)) {
     const warm = await ops.createAndStart(name)
     lengths.push(await historyLength(floor.client, warm.operation))
     await ops.stop(warm.instanceId)
@@ -179,8 +188,8 @@ try {
     cpuMsPerCreate[`c${concurrency}`] = { floor: byComponent(floorCpu), vmplane: byComponent(vmplaneCpu) }
   }
 
-  log(`API reads with ${LIST_ROWS} instances in PostgreSQL`)
-  const reads = await measureApiReads(info, { rows: LIST_ROWS, listRounds: SIZE.listRounds, gets: SIZE.gets })
+  log(`API reads with ${SIZE.listRows} instances in PostgreSQL`)
+  const reads = await measureApiReads(info, { rows: SIZE.listRows, listRounds: SIZE.listRounds, gets: SIZE.gets })
 
   const scale: Record<string, LoadFigures | null> = { n100: null, n1000: null, n4000: null, [`n${SIZE.instances.c50}`]: vmplaneByConcurrency[`c${SCALE_CONCURRENCY}`].start }
   const scaleRuns = scalePoints.filter((n) => n !== SIZE.instances.c50)
@@ -209,7 +218,7 @@ try {
   }))
   const results = {
     date: new Date().toISOString(),
-    mode: values.quick ? 'quick' : 'full',
+    mode: MODE,
     temporal: SHAPE,
     machine: describeMachine(temporal),
     historyEvents,

@@ -33,7 +33,8 @@ import type { PoolClient, Queryable } from './pool.js'
 import type { Instance } from '../domain/instance.js'
 import { macOf } from '../domain/interfaces.js'
 import type { NewDisk, NewInstance, NewInterface } from '../domain/requests.js'
-import { INSTANCE_COLUMNS, toInstance } from './rows.js'
+import type { VmmRecord } from '../domain/vmm.js'
+import { INSTANCE_COLUMNS, toInstance, vmmOfJson } from './rows.js'
 
 /** Why the rows could not be inserted; the API answers with it, naming the field. */
 export type InsertProblem =
@@ -161,9 +162,19 @@ export async function instanceExists (db: Queryable, id: string): Promise<boolea
   return existing.rowCount === 1
 }
 
-export async function readInstance (db: Queryable, id: string): Promise<Instance | null> {
-  const { rows } = await db.query(`SELECT ${INSTANCE_COLUMNS} FROM instances i WHERE i.id = $1`, [id])
-  return rows.length === 0 ? null : toInstance(rows[0])
+/**
+ * The instance with its VMMs that live and its active one whatever its state, oldest first, in
+ * one statement: every change reads it back.
+ */
+export async function readInstanceWithVmms (db: Queryable, id: string): Promise<{ instance: Instance, vmms: VmmRecord[] } | null> {
+  const { rows } = await db.query(
+    `SELECT ${INSTANCE_COLUMNS},
+       (SELECT COALESCE(jsonb_agg(to_jsonb(v) ORDER BY v.created_at), '[]'::jsonb) FROM vmms v
+         WHERE v.instance_id = i.id AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = i.active_vmm_id)) AS vmms
+       FROM instances i WHERE i.id = $1`,
+    [id]
+  )
+  return rows.length === 0 ? null : { instance: toInstance(rows[0]), vmms: rows[0].vmms.map(vmmOfJson) }
 }
 
 /** Locks the instance's row for a change; whether it is destroyed, or null when it does not exist. */

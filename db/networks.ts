@@ -65,12 +65,21 @@ export async function listNetworks (db: Pool): Promise<Network[]> {
 
 /** A live network by ID or by name. */
 export async function findNetwork (db: Pool, idOrName: string): Promise<Network | null> {
-  const byId = /^[0-9a-f-]{36}$/i.test(idOrName)
-  const { rows } = await db.query(
-    `SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND ${byId ? 'n.id = $1::uuid' : 'n.name = $1'}`,
-    [idOrName]
-  )
+  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND ${matchOf(idOrName)}`, [idOrName])
   return rows.length === 0 ? null : toNetwork(rows[0])
+}
+
+/**
+ * The ID of a live network, by ID or by name: what a create needs, without counting the
+ * addresses in use, which grows with the instances in the network.
+ */
+export async function findNetworkId (db: Pool, idOrName: string): Promise<string | null> {
+  const { rows } = await db.query(`SELECT n.id FROM networks n WHERE n.deleted_at IS NULL AND ${matchOf(idOrName)}`, [idOrName])
+  return rows.length === 0 ? null : rows[0].id
+}
+
+function matchOf (idOrName: string): string {
+  return /^[0-9a-f-]{36}$/i.test(idOrName) ? 'n.id = $1::uuid' : 'n.name = $1'
 }
 
 /**

@@ -69,6 +69,19 @@ export function toVmm (row: Row): VmmRecord {
   }
 }
 
+/** A VMM's row as `to_jsonb` gives it, its times in the form the pool's parser gives them. */
+export function vmmOfJson (json: Row): VmmRecord {
+  const time = (value: string | null): string | null => value === null ? null : new Date(value).toISOString()
+  return toVmm({
+    ...json,
+    unresponsive_since: time(json.unresponsive_since),
+    running_since: time(json.running_since),
+    created_at: time(json.created_at),
+    updated_at: time(json.updated_at),
+    destroyed_at: time(json.destroyed_at)
+  })
+}
+
 export const OPERATION_COLUMNS = 'o.id, o.kind, o.instance_id, o.status, o.error, o.started_at, o.finished_at, o.workflow_id, o.run_id'
 
 export function toOperation (row: Row): Operation {

@@ -31,27 +31,25 @@ export async function insertVmmWithReservation (
   )
 }
 
-/** Locks the VMM's record; since when its API was unresponsive before, or undefined for a VMM not known. */
-export async function lockVmm (tx: PoolClient, vmmId: string): Promise<{ unresponsiveSince: string | null } | undefined> {
-  const before = await tx.query('SELECT unresponsive_since FROM vmms WHERE id = $1 FOR UPDATE', [vmmId])
-  return before.rowCount === 0 ? undefined : { unresponsiveSince: before.rows[0].unresponsive_since }
-}
-
 /**
  * Applies a report to its VMM's record if it is newer (or a conclusion) and the VMM is not gone;
- * the record it left, or null when it changed nothing. A terminal report stamps `destroyed_at`.
+ * the record it left and since when its API was unresponsive before, or null when it changed
+ * nothing. A terminal report stamps `destroyed_at`. The row is locked before it is read, so the
+ * value before is the one the update replaced, whoever wrote it last.
  */
-export async function applyReportToVmm (tx: PoolClient, report: VmmReport, terminal: boolean): Promise<VmmRecord | null> {
+export async function applyReportToVmm (tx: PoolClient, report: VmmReport, terminal: boolean): Promise<{ vmm: VmmRecord, unresponsiveBefore: string | null } | null> {
   const { rows } = await tx.query(
-    `UPDATE vmms v SET
+    `WITH before AS (SELECT id, unresponsive_since FROM vmms WHERE id = $1 FOR UPDATE)
+     UPDATE vmms v SET
         state = $3, generation = GREATEST(v.generation, $2), reason = $4, exit = $5, unresponsive_since = $6,
         migration = CASE WHEN $8 THEN $9::jsonb ELSE migration END,
         destroyed_at = CASE WHEN $7 THEN COALESCE(destroyed_at, now()) END,
         running_since = CASE WHEN $3 = 'running' THEN COALESCE(running_since, now()) ELSE running_since END,
         updated_at = now()
-      WHERE v.id = $1 AND (v.generation < $2 OR $10)
+       FROM before
+      WHERE v.id = before.id AND (v.generation < $2 OR $10)
         AND v.state NOT IN ('destroyed', 'failed', 'lost')
-      RETURNING ${VMM_COLUMNS}`,
+      RETURNING ${VMM_COLUMNS}, before.unresponsive_since AS unresponsive_before`,
     [
       report.vmmId,
       report.generation,
@@ -65,28 +63,18 @@ export async function applyReportToVmm (tx: PoolClient, report: VmmReport, termi
       report.concluded === true
     ]
   )
-  return rows.length === 0 ? null : toVmm(rows[0])
+  return rows.length === 0 ? null : { vmm: toVmm(rows[0]), unresponsiveBefore: rows[0].unresponsive_before }
 }
 
-export async function readVmm (db: Queryable, vmmId: string): Promise<VmmRecord> {
+/** The VMM's record, or null for a VMM not known. */
+export async function findVmm (db: Queryable, vmmId: string): Promise<VmmRecord | null> {
   const current = await db.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.id = $1`, [vmmId])
-  return toVmm(current.rows[0])
+  return current.rows.length === 0 ? null : toVmm(current.rows[0])
 }
 
 export async function readVmms (db: Queryable, vmmIds: string[]): Promise<VmmRecord[]> {
   const { rows } = await db.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.id = ANY($1::uuid[])`, [vmmIds])
   return rows.map(toVmm)
-}
-
-/** The instance's VMMs not confirmed gone, and its active one whatever its state, oldest first. */
-export async function liveVmmsOf (db: Queryable, instanceId: string, activeVmmId: string | null): Promise<VmmRecord[]> {
-  const vmms = await db.query(
-    `SELECT ${VMM_COLUMNS} FROM vmms v
-      WHERE v.instance_id = $1 AND (v.state NOT IN ('destroyed', 'failed', 'lost') OR v.id = $2)
-      ORDER BY v.created_at`,
-    [instanceId, activeVmmId]
-  )
-  return vmms.rows.map(toVmm)
 }
 
 /** Gives back the capacity a VMM that is gone held. */

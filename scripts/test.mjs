@@ -16,7 +16,7 @@
  *    namespaces named after it, so two never meet, and most of their time is waiting (for a
  *    restart, a deadline, a timer);
  * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
- *    kill's lateness, a calibrated busy loop), one at a time. The quick benchmark's test checks
+ *    kill's lateness, a calibrated busy loop), one at a time. The benchmark's smoke test checks
  *    that every figure comes out, not what it is: it runs with the others (the README's figures
  *    come from `npm run bench` on an idle machine).
  *

@@ -8,7 +8,7 @@
  */
 import { findImage } from '../../db/images.js'
 import type { InsertProblem } from '../../db/instances.js'
-import { findNetwork } from '../../db/networks.js'
+import { findNetworkId } from '../../db/networks.js'
 import type { Pool } from '../../db/pool.js'
 import type { CloudInitInput } from '../../domain/instance.js'
 import { BOOT_DISK_NAME } from '../../domain/limits.js'
@@ -55,13 +55,13 @@ export async function resolveResources (db: Pool, input: ResourcesInput, newId: 
 
   const interfaces: NewInterface[] = []
   if (input.interfaces === undefined) {
-    const network = await findNetwork(db, DEFAULT_NETWORK)
-    if (network !== null) interfaces.push({ id: newId('interface/0'), slot: 0, networkId: network.id, ip: null })
+    const networkId = await findNetworkId(db, DEFAULT_NETWORK)
+    if (networkId !== null) interfaces.push({ id: newId('interface/0'), slot: 0, networkId, ip: null })
   } else {
     for (const [slot, nic] of input.interfaces.entries()) {
-      const network = await findNetwork(db, nic.network)
-      if (network === null) throw invalid(422, `body.interfaces.${slot}.network`, `no network ${nic.network} (GET /v1/networks lists them)`)
-      interfaces.push({ id: newId(`interface/${slot}`), slot, networkId: network.id, ip: nic.ip ?? null })
+      const networkId = await findNetworkId(db, nic.network)
+      if (networkId === null) throw invalid(422, `body.interfaces.${slot}.network`, `no network ${nic.network} (GET /v1/networks lists them)`)
+      interfaces.push({ id: newId(`interface/${slot}`), slot, networkId, ip: nic.ip ?? null })
     }
   }
 

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test'
 import { insertInstance } from '../../db/instances.js'
 import { inTransaction } from '../../db/pool.js'
 import { applyInstanceChange, recordInstanceChange } from '../../activities/instance-records.js'
+import { recordVmmObservations } from '../../activities/vmm-observations.js'
 import type { InstanceChange } from '../../contract/records.js'
 import { insertOperation } from '../../db/operations.js'
 import { placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
@@ -38,6 +39,19 @@ describe('the write path in PostgreSQL', () => {
   async function events (instanceId: string): Promise<string[]> {
     const { rows } = await db.pool.query('SELECT message FROM instance_events WHERE instance_id = $1 ORDER BY seq', [instanceId])
     return rows.map((row) => row.message)
+  }
+
+  /** Places a VMM for the instance, with no change before; the placement, asserted made. */
+  async function placeOnce (instanceId: string): Promise<{ vmmId: string }> {
+    const opId = randomUUID()
+    const placed = await placeVmm(db.pool, {
+      operationId: opId,
+      vcpus: 1,
+      memoryMiB: 256,
+      change: { instanceId, decision: decisionKeys.placed(opId), kind: 'vmm-placed', message: 'placed VMM' }
+    })
+    assert.ok(placed.placed)
+    return placed
   }
 
   function operation (id: string, status: 'running' | 'succeeded' | 'failed') {
@@ -115,20 +129,48 @@ describe('the write path in PostgreSQL', () => {
 
   it('records the reports a change carries in its transaction, ignoring stale ones', async () => {
     const id = await newInstance()
-    const opId = randomUUID()
-    const placed = await placeVmm(db.pool, {
-      operationId: opId,
-      vcpus: 1,
-      memoryMiB: 256,
-      change: { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed', message: 'placed VMM' }
-    })
-    assert.ok(placed.placed)
+    const placed = await placeOnce(id)
     const report = (state: 'starting' | 'running', generation: number): VmmReport => ({
       vmmId: placed.vmmId, instanceId: id, hostId: 'host-a', state, generation, observedAt: new Date().toISOString(), reason: state, exit: null, unresponsiveSince: null
     })
     const result = await recordInstanceChange(db.pool, { ...stateChange(id, 'test/running', 'running'), observations: [report('running', 2), report('starting', 1)] })
     assert.deepEqual(result.vmms.map((v) => [v.state, v.generation]), [['running', 2]])
     assert.equal(result.snapshot.activeVmm?.state, 'running')
+  })
+
+  it('notes once each when the active VMM\'s API stops and starts answering, and leaves out reports of VMMs it does not know', async () => {
+    const id = await newInstance()
+    const placed = await placeOnce(id)
+    const since = '2026-11-27T10:00:00.000Z'
+    const report = (generation: number, unresponsiveSince: string | null, vmmId = placed.vmmId): VmmReport => ({
+      vmmId, instanceId: id, hostId: 'host-a', state: 'running', generation, observedAt: new Date().toISOString(), reason: 'running', exit: null, unresponsiveSince
+    })
+    for (const [generation, unresponsive] of [[1, null], [2, since], [3, since], [4, null]] as const) {
+      await recordVmmObservations(db.pool, id, [report(generation, unresponsive)])
+    }
+    const unknown = await recordVmmObservations(db.pool, id, [report(5, null, randomUUID())])
+    assert.deepEqual(unknown, [])
+    assert.deepEqual((await events(id)).slice(1), [
+      `VMM API unresponsive since ${since}; its process lives, and the state is unchanged`,
+      'VMM API answers again'
+    ])
+  })
+
+  it('places nothing for an instance destroyed before its placement', async () => {
+    const id = await newInstance()
+    await recordInstanceChange(db.pool, { instanceId: id, decision: 'test/destroyed', kind: 'state-changed', message: 'destroyed', set: { state: 'destroyed', destroyed: true } })
+    const opId = randomUUID()
+    const placed = await placeVmm(db.pool, {
+      operationId: opId,
+      vcpus: 1,
+      memoryMiB: 256,
+      change: { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed', message: 'placed VMM' },
+      before: { ...stateChange(id, decisionKeys.started(opId), 'starting'), operation: operation(opId, 'running') }
+    })
+    assert.ok(!placed.placed && placed.code === 'InstanceDestroyed')
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM vmms WHERE instance_id = $1', [id])
+    assert.equal(rows[0].n, 0)
+    assert.equal(placed.snapshot.instance.state, 'destroyed')
   })
 
   it('lets the API write an operation\'s row while the workflow records the same operation, without a deadlock', async () => {
