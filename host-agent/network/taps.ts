@@ -54,22 +54,34 @@ export class TapDevices {
     return await this.#serially(name, async () => !keep() && await this.#remove(name))
   }
 
+  /**
+   * A boot's TAP is almost always new, so it is made and attached first, by one run of ip (its
+   * batch mode): an ip is a process the agent spawns, about 10 ms of its CPU, a cost every boot
+   * pays, and looking first took another. A TAP that exists makes `tuntap add` fail (busy, even
+   * when nothing has it open), and only then is it looked at.
+   */
   async #ensure (name: string, multiQueue: boolean): Promise<void> {
-    let tap = await this.find(name)
-    if (tap !== null && tap.multiQueue !== multiQueue) {
-      // Made for another queue count (the instance was resized): a TAP's flags cannot change.
-      await this.#remove(name)
-      tap = null
-    }
+    const make = ['tuntap', 'add', 'dev', name, 'mode', 'tap', 'user', '0', 'vnet_hdr', ...(multiQueue ? ['multi_queue'] : [])]
     const attach = ['link', 'set', 'dev', name, 'master', this.bridge, 'up']
-    if (tap === null) {
-      // Made and attached by one run of ip (its batch mode), not two: an ip is a process spawned
-      // by the agent, a cost every boot pays.
-      await this.#ipBatch([['tuntap', 'add', 'dev', name, 'mode', 'tap', 'user', '0', 'vnet_hdr', ...(multiQueue ? ['multi_queue'] : [])], attach])
-      crashPoint('agent.tap.after-create')
-    } else if (tap.bridge !== this.bridge || !tap.up) {
-      await this.#ip(attach)
+    const made = await this.#ipBatch([make, attach]).then(() => true, () => false)
+    if (made || await this.#repair(name, multiQueue, make, attach)) crashPoint('agent.tap.after-create')
+  }
+
+  /**
+   * A TAP ip could not make: one that exists is attached and brought UP if it is not, or made
+   * again if it was made for another queue count; true when it was made. None found means the
+   * batch failed for another reason, which trying it again reports.
+   */
+  async #repair (name: string, multiQueue: boolean, make: string[], attach: string[]): Promise<boolean> {
+    const tap = await this.find(name)
+    if (tap !== null && tap.multiQueue === multiQueue) {
+      if (tap.bridge !== this.bridge || !tap.up) await this.#ip(attach)
+      return false
     }
+    // Made for another queue count (the instance was resized): a TAP's flags cannot change.
+    if (tap !== null) await this.#remove(name)
+    await this.#ipBatch([make, attach])
+    return true
   }
 
   async #remove (name: string): Promise<boolean> {

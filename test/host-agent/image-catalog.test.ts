@@ -4,49 +4,41 @@
  * named `.img`). qemu-img here is the real one, behind a shim on PATH that counts its runs.
  */
 import assert from 'node:assert/strict'
-import { chmod, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm, utimes, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { delimiter, join } from 'node:path'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ImageResolver } from '../../host-agent/images.js'
 import { runCommand } from '../../host-agent/process/command.js'
+import { countRuns, type CountedTool } from '../helpers/counted-tool.js'
 
 describe('the image catalog', () => {
   let dir: string
   let images: string
-  let runs: string
-  const path = process.env.PATH
+  let qemuImg: CountedTool
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'vmplane-catalog-'))
     images = join(dir, 'images')
-    runs = join(dir, 'qemu-img-runs')
-    const shims = join(dir, 'bin')
-    await runCommand('mkdir', ['-p', images, shims])
-    const real = (await runCommand('sh', ['-c', 'command -v qemu-img'])).trim()
-    await writeFile(join(shims, 'qemu-img'), `#!/bin/sh\necho "$*" >> '${runs}'\nexec '${real}' "$@"\n`)
-    await chmod(join(shims, 'qemu-img'), 0o755)
-    await writeFile(runs, '')
-    process.env.PATH = `${shims}${delimiter}${path}`
+    await runCommand('mkdir', ['-p', images])
+    qemuImg = await countRuns('qemu-img', dir)
     await runCommand('qemu-img', ['create', '-q', '-f', 'qcow2', join(images, 'debian-12.qcow2'), '1G'])
     await writeFile(join(images, 'initrd.img'), Buffer.alloc(4096, 1))
   })
   after(async () => {
-    process.env.PATH = path
+    qemuImg?.restore()
     await rm(dir, { recursive: true, force: true })
   })
 
-  const qemuImgRuns = async (): Promise<string[]> => (await readFile(runs, 'utf8')).split('\n').filter((line) => line !== '')
-
   it('reads each file once, base image or not, and again once it changes', async () => {
     const resolver = new ImageResolver(images)
-    await writeFile(runs, '')
+    await qemuImg.reset()
     for (let i = 0; i < 3; i++) assert.deepEqual((await resolver.catalog()).map((image) => image.name), ['debian-12.qcow2'])
-    assert.equal((await qemuImgRuns()).length, 2, 'one qemu-img info per file')
+    assert.equal((await qemuImg.runs()).length, 2, 'one qemu-img info per file')
 
     const later = new Date(Date.now() + 60_000)
     await utimes(join(images, 'initrd.img'), later, later)
     await resolver.catalog()
-    const reads = await qemuImgRuns()
+    const reads = await qemuImg.runs()
     assert.equal(reads.length, 3, 'the changed file read again')
     assert.match(reads[2]!, /initrd\.img$/)
   })
