@@ -71,14 +71,13 @@ export function toVmm (row: Row): VmmRecord {
 
 /** A VMM's row as `to_jsonb` gives it, its times in the form the pool's parser gives them. */
 export function vmmOfJson (json: Row): VmmRecord {
-  const time = (value: string | null): string | null => value === null ? null : new Date(value).toISOString()
   return toVmm({
     ...json,
-    unresponsive_since: time(json.unresponsive_since),
-    running_since: time(json.running_since),
-    created_at: time(json.created_at),
-    updated_at: time(json.updated_at),
-    destroyed_at: time(json.destroyed_at)
+    unresponsive_since: isoOrNull(json.unresponsive_since),
+    running_since: isoOrNull(json.running_since),
+    created_at: isoOrNull(json.created_at),
+    updated_at: isoOrNull(json.updated_at),
+    destroyed_at: isoOrNull(json.destroyed_at)
   })
 }
 
