@@ -5,8 +5,9 @@
  */
 import websocket from '@fastify/websocket'
 import type { FastifyInstance } from 'fastify'
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
+import { validatorCompiler } from 'fastify-type-provider-zod'
 import type { ApiConfig } from '../config/index.js'
+import { jsonSerializerCompiler } from '../http/json-serializer.js'
 import { routeContract } from '../http/route-contract.js'
 import { requireToken } from './plugins/auth.js'
 import database from './plugins/database.js'
@@ -34,7 +35,7 @@ export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' |
 
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
-  fastify.setSerializerCompiler(serializerCompiler)
+  fastify.setSerializerCompiler(jsonSerializerCompiler)
   // The API reads JSON only: a body of another type is a 415, even on a route that reads none,
   // rather than text Fastify would parse and the route ignore.
   fastify.removeContentTypeParser('text/plain')

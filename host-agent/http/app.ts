@@ -5,8 +5,9 @@
  */
 import websocket from '@fastify/websocket'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod'
+import { validatorCompiler } from 'fastify-type-provider-zod'
 import type { Logger } from 'pino'
+import { jsonSerializerCompiler } from '../../http/json-serializer.js'
 import { openApiDocument } from '../../http/openapi.js'
 import { routeContract } from '../../http/route-contract.js'
 import { bearerAuth } from './auth.js'
@@ -29,7 +30,7 @@ export interface AgentAppOptions {
 export async function buildAgentApp (options: AgentAppOptions, log: Logger, routes: RouteOptions): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: log as FastifyBaseLogger, bodyLimit: AGENT_BODY_LIMIT_BYTES, frameworkErrors, clientErrorHandler })
   app.setValidatorCompiler(validatorCompiler)
-  app.setSerializerCompiler(serializerCompiler)
+  app.setSerializerCompiler(jsonSerializerCompiler)
   // The agent reads JSON only: a body of another type is a 415, even on a route that reads none.
   app.removeContentTypeParser('text/plain')
   app.setErrorHandler(errorHandler)
