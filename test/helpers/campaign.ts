@@ -31,7 +31,7 @@ export function devicePointKills (name: string, phase: PhaseReport): number {
  * every execution replays; no process ended but those the campaign ended.
  */
 export function assertNothingWrong (report: CampaignReport): void {
-  for (const [name, phase] of Object.entries(report.phases)) assert.ok(phase.converged, `${name} converged`)
+  for (const [name, phase] of Object.entries(report.phases)) assert.ok(phase.converged, `${name} converged; not: ${phase.pending.join('; ')}`)
   assert.deepEqual(report.afterCreate, NOTHING_WRONG, report.violations.join('\n'))
   assert.deepEqual(report.afterRun, NOTHING_WRONG, report.violations.join('\n'))
   assert.deepEqual(report.notReplaying, [], `of ${report.replayed} executions`)

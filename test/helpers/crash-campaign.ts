@@ -24,6 +24,7 @@
  * operator resets it (target 0 too).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Client, Connection } from '@temporalio/client'
 import { createPool, type Pool } from '../../db/pool.js'
 import { checkInvariants, violationsOf, type InvariantReport } from './invariants.js'
 import type { CrashPlan } from '../../faults/crash-points.js'
@@ -95,6 +96,8 @@ export const CAMPAIGN_STACK_ENV = {
 export interface PhaseReport {
   requests: number
   converged: boolean
+  /** When the phase did not converge: each instance not at its state, with its operation in flight. */
+  pending: string[]
   /** From the first request to every instance at the phase's state. */
   convergedSeconds: number
   perSecond: number
@@ -215,7 +218,9 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       options.log(`${phase.name}: ${options.instances} operations ended in ${operationsSeconds.toFixed(1)} s; waiting for every instance to be ${phase.target}`)
       const converged = await convergence(db, phase.target, options)
       const convergedSeconds = (Date.now() - started) / 1000
-      reports[phase.name] = { requests: options.instances, converged, convergedSeconds, perSecond: options.instances / convergedSeconds, retries, kills }
+      const pending = converged ? [] : await notConverged(stack.info, db, phase.target)
+      for (const line of pending) options.log(`${phase.name}: not converged: ${line}`)
+      reports[phase.name] = { requests: options.instances, converged, pending, convergedSeconds, perSecond: options.instances / convergedSeconds, retries, kills }
       options.log(`${phase.name}: ${converged ? 'converged' : 'did NOT converge'} in ${convergedSeconds.toFixed(1)} s (${(options.instances / convergedSeconds).toFixed(1)} instances/s)`)
       if (phase.name === 'create') afterCreate = await settledInvariants(stack)
     }
@@ -420,6 +425,44 @@ async function convergence (db: Pool, target: string, options: CampaignOptions):
     options.log(err.message)
     return false
   })
+}
+
+/**
+ * Each campaign instance not at `target` or with an operation in flight, with what its workflow
+ * waits on (its status and pending activities, their attempts and last failures): what a failed
+ * convergence names.
+ */
+async function notConverged (info: StackInfo, db: Pool, target: string): Promise<string[]> {
+  const { rows } = await db.query(
+    `SELECT i.name, i.id, i.state, o.kind, o.status, o.workflow_id, o.started_at
+       FROM instances i
+       LEFT JOIN operations o ON o.instance_id = i.id AND o.finished_at IS NULL
+      WHERE i.name LIKE 'campaign-%' AND (i.state <> $1 OR o.id IS NOT NULL)
+      ORDER BY i.name`,
+    [target]
+  )
+  const connection = await Connection.connect({ address: info.temporalAddress })
+  try {
+    const client = new Client({ connection, namespace: info.namespace })
+    return await Promise.all(rows.map(async (row) => {
+      const instance = `${row.name} (${row.id}) ${row.state}`
+      if (row.kind === null) return `${instance}, no operation in flight`
+      return `${instance}, ${row.kind} since ${row.started_at.toISOString()}: ${await workflowWaits(client, row.workflow_id)}`
+    }))
+  } finally {
+    await connection.close()
+  }
+}
+
+async function workflowWaits (client: Client, workflowId: string): Promise<string> {
+  try {
+    const { status, raw } = await client.workflow.getHandle(workflowId).describe()
+    const activities = (raw.pendingActivities ?? []).map((activity) =>
+      `${activity.activityType?.name ?? '?'} attempt ${activity.attempt ?? 0}${activity.lastFailure?.message != null ? ` (${activity.lastFailure.message})` : ''}`)
+    return `workflow ${workflowId} ${status.name}${activities.length > 0 ? `, waiting on ${activities.join(', ')}` : ''}`
+  } catch (err) {
+    return `workflow ${workflowId}: ${(err as Error).message}`
+  }
 }
 
 /** The invariants, once the agents answer (one may just have been restarted). */
