@@ -8,6 +8,11 @@
  * postgres, agent-host-1, … — is sent SIGKILL by the PID in its `<run dir>/<component>.pid`. The
  * dev stack's supervisor then restarts it, as a service manager would.
  *
+ * A plan is taken only while its victim runs: between a kill and the restart, the victim has no
+ * PID file, and the plan waits for a later pass (a campaign's random kill can land between the
+ * plan's arming and its point). A crash point never throws: it sits in the code under test, and
+ * its own failure, thrown there, failed the devices of a VMM the plan had nothing to do with.
+ *
  * The points sit right after a side effect and before it is acknowledged: the moment a crash is
  * most likely to leave something behind.
  */
@@ -74,7 +79,8 @@ export function crashPlanFile (dir: string): string {
   return join(dir, 'crash-plan.json')
 }
 
-function takePlan (point: CrashPoint, detail: string | undefined): CrashPlan | null {
+/** The plan for this point, taken (it fires once), with its victim's PID; null if none, or if the victim is not running. */
+function takePlan (point: CrashPoint, detail: string | undefined): { plan: CrashPlan, pid: number } | null {
   if (runDir === null) return null
   let plan: CrashPlan
   try {
@@ -84,20 +90,37 @@ function takePlan (point: CrashPoint, detail: string | undefined): CrashPlan | n
   }
   if (plan.point !== point || (plan.when !== undefined && plan.when !== detail)) return null
   if (plan.host !== undefined && plan.host !== process.env.VMPLANE_HOST_ID) return null
+  const pid = runningPid(join(runDir, `${plan.kill}.pid`))
+  if (pid === null) return null
   try {
     unlinkSync(crashPlanFile(runDir))
   } catch {
     return null // another process took it first
   }
-  return plan
+  return { plan, pid }
 }
 
-/** Signals the planned component if the crash plan names this point; does nothing otherwise. */
+/** The PID a PID file names, if that process runs. */
+function runningPid (file: string): number | null {
+  try {
+    const pid = Number.parseInt(readFileSync(file, 'utf8'), 10)
+    process.kill(pid, 0)
+    return pid
+  } catch {
+    return null
+  }
+}
+
 export function crashPoint (point: CrashPoint, detail?: string): void {
-  const plan = takePlan(point, detail)
-  if (plan === null || runDir === null) return
-  const pid = Number(readFileSync(join(runDir, `${plan.kill}.pid`), 'utf8').trim())
+  const taken = takePlan(point, detail)
+  if (taken === null) return
+  const { plan, pid } = taken
   const signal = plan.signal ?? 'SIGKILL'
   process.stderr.write(`crash point ${point}: ${signal} to ${plan.kill} (pid ${pid})\n`)
-  process.kill(pid, signal)
+  try {
+    process.kill(pid, signal)
+  } catch (err) {
+    // It ended since it was found running: what the plan wanted, by another hand.
+    process.stderr.write(`crash point ${point}: ${plan.kill} (pid ${pid}) had ended: ${(err as Error).message}\n`)
+  }
 }

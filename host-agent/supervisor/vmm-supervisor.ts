@@ -209,6 +209,7 @@ export class VmmSupervisor {
 
   /** A boot that failed before there was a process: nothing runs, only the devices are released. */
   async #failWithoutProcess (reason: string): Promise<void> {
+    this.log.warn({ reason }, 'VMM failed before its process started')
     await this.#releaseDevices()
     await this.migration.beforeEnd(reason)
     await this.#update({ state: 'failed', exit: { cause: 'boot-failed', code: null, signal: null }, reason })
