@@ -78,7 +78,7 @@ import type { SendMigrationRequest } from '../../domain/host-agent-api.js'
 import { adoptedReceiveStep, halfStepOnEvent } from '../../domain/migration-half.js'
 import { isFinalHalfPhase, isTerminalVmmState, type MigrationRole, type VmmMigration } from '../../domain/vmm.js'
 import { crashPoint } from '../../faults/crash-points.js'
-import type { CloudHypervisorClient, VmState } from '../cloud-hypervisor/api-client.js'
+import type { VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
 import { eventFileSize, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
 import { conflict, describeError, unavailable } from '../errors.js'
@@ -86,12 +86,14 @@ import type { MigrationOutcome } from '../metrics.js'
 import type { VmmProcess } from '../process/vmm-process.js'
 import type { AgentVmmRecord, OutgoingMigration, PendingKill } from '../store/record.js'
 import type { MigrationTransport } from './migration-transport.js'
+import type { VmmApi } from './vmm-api.js'
 
 /** What a half needs of its VMM's supervisor (vmm-supervisor.ts). */
 export interface MigratingVmm {
   readonly record: AgentVmmRecord
   readonly log: Logger
-  readonly client: CloudHypervisorClient
+  /** Its API; a receive holds it (vmm-api.ts). */
+  readonly api: VmmApi
   readonly eventsPath: string
   /** The VMM's process; null before it is spawned. */
   process: () => VmmProcess | null
@@ -99,12 +101,6 @@ export interface MigratingVmm {
   update: (changes: Partial<AgentVmmRecord>, bump?: boolean) => Promise<void>
   /** Records why, then SIGKILLs the process group. */
   killFor: (pendingKill: PendingKill) => Promise<void>
-  /** Marks the API as held by a long call: pings and presses skip it, a kill aborts it. */
-  holdApi: () => AbortController
-  releaseApi: (abort: AbortController) => void
-  waitForApi: (signal: AbortSignal) => Promise<void>
-  /** Whether a call failed because the process died under it. */
-  diedDuring: (err: unknown) => Promise<boolean>
   /** Resolves once every event written so far has been handled. */
   catchUpEvents: () => Promise<void>
   startConsole: () => void
@@ -191,15 +187,15 @@ export class MigrationHalf {
 
   /** Once the API answers, issues the receive and follows it to its end (a spawned target's background task). */
   async receive (): Promise<void> {
-    const abort = this.vmm.holdApi()
+    const abort = this.vmm.api.hold()
     try {
-      await this.vmm.waitForApi(abort.signal)
+      await this.vmm.api.waitUntilUp(abort.signal)
       await this.#issueReceive(abort.signal)
     } catch (err) {
-      if (abort.signal.aborted || await this.vmm.diedDuring(err)) return
+      if (abort.signal.aborted || await this.vmm.api.diedDuring(err)) return
       await this.#failReceive(describeError(err))
     } finally {
-      this.vmm.releaseApi(abort)
+      this.vmm.api.release(abort)
     }
   }
 
@@ -212,7 +208,7 @@ export class MigrationHalf {
     }
     // A cancel freezes the target; an agent that died before it thawed or killed it left it so.
     this.vmm.process()?.signalGroup('SIGCONT')
-    const abort = this.vmm.holdApi()
+    const abort = this.vmm.api.hold()
     try {
       const vmState = await this.#vmStateOnceFree(abort.signal)
       await this.vmm.catchUpEvents()
@@ -230,10 +226,10 @@ export class MigrationHalf {
           await this.#failReceive(`the receive ended while no agent watched, and the VM here is ${vmState ?? 'gone'}`)
       }
     } catch (err) {
-      if (abort.signal.aborted || await this.vmm.diedDuring(err)) return
+      if (abort.signal.aborted || await this.vmm.api.diedDuring(err)) return
       await this.#failReceive(describeError(err))
     } finally {
-      this.vmm.releaseApi(abort)
+      this.vmm.api.release(abort)
     }
   }
 
@@ -270,10 +266,10 @@ export class MigrationHalf {
     const receiverUrl = this.vmm.record.migration!.receiverUrl!
     await this.settings.transport.clear(receiverUrl)
     try {
-      await this.vmm.client.receiveMigration(receiverUrl, signal)
+      await this.vmm.api.client.receiveMigration(receiverUrl, signal)
       this.#received = true
     } catch (err) {
-      if (signal.aborted || await this.vmm.diedDuring(err)) throw err
+      if (signal.aborted || await this.vmm.api.diedDuring(err)) throw err
       // Refused, or no answer from a VMM that lives on: whether the VM runs here is what counts (a
       // receive issued again is refused once the first brought the VM here). A receive whose
       // sender went away may leave its VM half-built, `Created` or `Paused`: that is a failure.
@@ -324,7 +320,7 @@ export class MigrationHalf {
 
   async #vmState (signal: AbortSignal): Promise<VmState | null> {
     try {
-      return (await this.vmm.client.info(signal)).state
+      return (await this.vmm.api.client.info(signal)).state
     } catch (err) {
       if (err instanceof VmmApiError && err.status === 404) return null
       throw err
@@ -413,10 +409,10 @@ export class MigrationHalf {
     for (let attempt = 1; ; attempt++) {
       let retryMs = PAUSE_RETRY_MS
       try {
-        await this.vmm.client.pauseVm()
+        await this.vmm.api.client.pauseVm()
         return
       } catch (err) {
-        if (await this.vmm.diedDuring(err) || refusedAs(err, PAUSED_ALREADY)) return
+        if (await this.vmm.api.diedDuring(err) || refusedAs(err, PAUSED_ALREADY)) return
         if (!refusedAs(err, STILL_MIGRATING)) {
           if (attempt % 20 === 1) this.vmm.log.warn({ err: describeError(err), attempt }, 'cannot pause the VM held by a failed migration yet; trying again')
           retryMs = BUSY_RETRY_MS
@@ -428,7 +424,7 @@ export class MigrationHalf {
 
   async #resumeHere (): Promise<void> {
     try {
-      await this.vmm.client.resumeVm()
+      await this.vmm.api.client.resumeVm()
     } catch (err) {
       if (!refusedAs(err, RUNNING_ALREADY)) throw err
     }
@@ -437,9 +433,9 @@ export class MigrationHalf {
   async #issueSend (): Promise<void> {
     const { migrationId, destinationUrl, downtimeMs, timeoutS } = this.vmm.record.outgoing!
     try {
-      await this.vmm.client.sendMigration({ destination_url: destinationUrl, downtime_ms: downtimeMs, timeout_s: timeoutS })
+      await this.vmm.api.client.sendMigration({ destination_url: destinationUrl, downtime_ms: downtimeMs, timeout_s: timeoutS })
     } catch (err) {
-      if (await this.vmm.diedDuring(err)) return
+      if (await this.vmm.api.diedDuring(err)) return
       if (!(err instanceof VmmApiError)) throw unavailable(`the send of migration ${migrationId} got no answer (${describeError(err)}); ask again`)
       await this.vmm.catchUpEvents()
       if (this.vmm.record.outgoing?.accepted === true || !this.inProgress) {

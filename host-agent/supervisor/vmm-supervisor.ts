@@ -48,8 +48,8 @@ import { writeFile } from 'node:fs/promises'
 import type { Logger } from 'pino'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { isTerminalVmmState, type MigrationRole } from '../../domain/vmm.js'
-import { CloudHypervisorClient, type VmState } from '../cloud-hypervisor/api-client.js'
-import { VmmApiError, VmmUnreachableError } from '../cloud-hypervisor/errors.js'
+import type { VmState } from '../cloud-hypervisor/api-client.js'
+import { VmmApiError } from '../cloud-hypervisor/errors.js'
 import { EventFileTail, readEventFile, type VmmEvent } from '../cloud-hypervisor/event-monitor.js'
 import { SERIAL_SOCKET, vmmPaths, type VmmPaths } from '../cloud-hypervisor/launch.js'
 import { buildVmConfig, type ResolvedBootFiles } from '../cloud-hypervisor/vm-config.js'
@@ -65,6 +65,7 @@ import { classifyExit } from './exit-classification.js'
 import type { MigrationTransport } from './migration-transport.js'
 import { removeSocketFiles } from './socket-files.js'
 import type { VmmDevices } from './vmm-devices.js'
+import { VmmApi } from './vmm-api.js'
 import { MigrationHalf } from './vmm-migration.js'
 
 export interface VmmSettings {
@@ -100,9 +101,6 @@ export interface VmmContext {
   onMigrationEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
 }
 
-const API_READY_POLL_MS = 20
-/** How long a call that lost its connection waits to learn whether the process died. */
-const EXIT_NOTICE_MS = 1000
 /** setTimeout's limit; a later deadline is re-armed when this one fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -110,12 +108,11 @@ export class VmmSupervisor {
   readonly paths: VmmPaths
   readonly log: Logger
   #process: VmmProcess | null = null
-  #client: CloudHypervisorClient
+  readonly #api: VmmApi
   readonly console: SerialConsole
   /** The VMM's half of a live migration, if it has one. */
   readonly migration: MigrationHalf
   #tail: EventFileTail | null = null
-  #longCall: AbortController | null = null
   #agentRebootInFlight = false
   #pingTimer: NodeJS.Timeout | null = null
   #pingInFlight = false
@@ -135,23 +132,19 @@ export class VmmSupervisor {
     this.#durable = structuredClone(record)
     this.paths = vmmPaths(context.store.dirOf(record.id))
     this.log = context.log.child({ vmmId: record.id, instanceId: record.instanceId })
-    this.#client = new CloudHypervisorClient(this.paths.apiSocket, context.settings.vmmCallTimeoutMs)
+    this.#api = new VmmApi(this.paths.apiSocket, {
+      callTimeoutMs: context.settings.vmmCallTimeoutMs,
+      readyTimeoutMs: context.settings.apiReadyTimeoutMs
+    }, () => this.#process)
     this.console = new SerialConsole(this.paths.console, this.paths.serialLog, context.settings.serialLogBytes, this.log)
     this.migration = new MigrationHalf({
       record,
       log: this.log,
-      client: this.#client,
+      api: this.#api,
       eventsPath: this.paths.events,
       process: () => this.#process,
       update: async (changes, bump) => { await this.#update(changes, bump) },
       killFor: async (pendingKill) => { await this.#killFor(pendingKill) },
-      holdApi: () => {
-        this.#longCall = new AbortController()
-        return this.#longCall
-      },
-      releaseApi: (abort) => { this.#endLongCall(abort) },
-      waitForApi: async (signal) => { await this.#waitForApi(signal) },
-      diedDuring: async (err) => await this.#diedDuring(err),
       catchUpEvents: async () => { await this.#tail?.catchUp() },
       startConsole: () => { this.console.start() },
       waitForEnd: async () => { await this.#waitForEnd() }
@@ -311,9 +304,9 @@ export class VmmSupervisor {
     this.#stopTimers()
     this.console.stop().catch(() => {})
     this.#tail?.stop()
-    this.#longCall?.abort()
+    this.#api.abortHeld()
     this.#process?.release()
-    this.#client.close()
+    this.#api.close()
   }
 
   // --- the process -------------------------------------------------------------------------
@@ -327,7 +320,7 @@ export class VmmSupervisor {
   }
 
   #kill (cause: KillCause, why: string): void {
-    this.#longCall?.abort()
+    this.#api.abortHeld()
     const sent = this.#process?.killGroup() ?? false
     if (sent) this.context.onKill(cause)
     this.log.warn({ pid: this.#process?.pid, sent }, `SIGKILL to the VMM's process group: ${why}`)
@@ -365,67 +358,31 @@ export class VmmSupervisor {
 
   /** Waits for the API, then creates and boots the VM; `resume` starts from what vm.info says. */
   async #boot (bootFiles: ResolvedBootFiles | null, resume: boolean): Promise<void> {
-    const abort = new AbortController()
-    this.#longCall = abort
+    const abort = this.#api.hold()
     try {
-      await this.#waitForApi(abort.signal)
+      await this.#api.waitUntilUp(abort.signal)
       const vmState = resume ? await this.#vmState() : null
       if (vmState === null) {
         const files = bootFiles ?? await this.context.devices.prepare(this.record.instanceId, this.record.spec)
-        await this.#client.createVm(buildVmConfig(this.record.spec, files, SERIAL_SOCKET))
+        await this.#api.client.createVm(buildVmConfig(this.record.spec, files, SERIAL_SOCKET))
       }
       this.console.start()
-      if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#client.bootVm(abort.signal)
-      this.#endLongCall(abort)
+      if (vmState === null || vmState === 'Created' || vmState === 'Shutdown') await this.#api.client.bootVm(abort.signal)
+      this.#api.release(abort)
       if (this.record.state === 'starting') await this.#update({ state: 'running', reason: 'VM booted' })
       if (this.record.state === 'stopping') this.#pressOnce()
     } catch (err) {
-      if (abort.signal.aborted || this.terminal || await this.#diedDuring(err)) return
+      if (abort.signal.aborted || this.terminal || await this.#api.diedDuring(err)) return
       await this.#killFor({ cause: 'boot-failed', reason: `boot failed: ${describeError(err)}` })
     } finally {
-      this.#endLongCall(abort)
-    }
-  }
-
-  /** The API is free again: done before the state changes, so a caller who sees it can use the API. */
-  #endLongCall (abort: AbortController): void {
-    if (this.#longCall === abort) this.#longCall = null
-  }
-
-  /**
-   * Whether a call failed because the process died under it. A dead VMM resets the connection
-   * before the agent hears of the exit, so a call without an answer waits briefly for the exit.
-   */
-  async #diedDuring (err: unknown): Promise<boolean> {
-    const vmmProcess = this.#process
-    if (vmmProcess === null) return true
-    if (err instanceof VmmUnreachableError) await vmmProcess.waitForExit(EXIT_NOTICE_MS)
-    return !vmmProcess.alive
-  }
-
-  async #waitForApi (signal: AbortSignal): Promise<void> {
-    const deadline = Date.now() + this.context.settings.apiReadyTimeoutMs
-    for (;;) {
-      try {
-        await this.#client.ping()
-        return
-      } catch (err) {
-        // Not up yet, or busy: a boot the previous agent started holds the API, and pings that
-        // timed out meanwhile may fill its 10 connections (503) until it is done.
-        const notYet = err instanceof VmmUnreachableError || (err instanceof VmmApiError && err.status === 503)
-        if (!notYet || signal.aborted || !(this.#process?.alive ?? false)) throw err
-        if (Date.now() >= deadline) {
-          throw new Error(`the VMM API did not come up within ${this.context.settings.apiReadyTimeoutMs} ms (${err.message})`)
-        }
-      }
-      await new Promise((resolve) => setTimeout(resolve, API_READY_POLL_MS))
+      this.#api.release(abort)
     }
   }
 
   /** The VM's state from vm.info; null when the VMM holds no VM yet (404). */
   async #vmState (): Promise<VmState | null> {
     try {
-      return (await this.#client.info()).state
+      return (await this.#api.client.info()).state
     } catch (err) {
       if (err instanceof VmmApiError && err.status === 404) return null
       throw err
@@ -433,23 +390,22 @@ export class VmmSupervisor {
   }
 
   async #reboot (): Promise<void> {
-    const abort = new AbortController()
-    this.#longCall = abort
+    const abort = this.#api.hold()
     this.#agentRebootInFlight = true
     try {
-      await this.#client.rebootVm(abort.signal)
+      await this.#api.client.rebootVm(abort.signal)
       await this.#tail?.catchUp()
-      this.#endLongCall(abort)
+      this.#api.release(abort)
       if (this.record.state === 'rebooting') await this.#update({ state: 'running', reason: 'VM rebooted' })
     } catch (err) {
-      this.#endLongCall(abort)
-      if (abort.signal.aborted || this.record.state !== 'rebooting' || await this.#diedDuring(err)) return
+      this.#api.release(abort)
+      if (abort.signal.aborted || this.record.state !== 'rebooting' || await this.#api.diedDuring(err)) return
       // The old VM may be half torn down inside a live process: nothing to trust. The control
       // plane replaces a VMM that does not come back from a reboot (docs/design.md §4).
       await this.#killFor({ cause: 'boot-failed', reason: `reboot failed: ${describeError(err)}` })
     } finally {
       this.#agentRebootInFlight = false
-      this.#endLongCall(abort)
+      this.#api.release(abort)
     }
   }
 
@@ -485,9 +441,9 @@ export class VmmSupervisor {
 
   /** A press that never waits: skipped while a long call holds the API or a press is pending. */
   #pressOnce (): void {
-    if (this.#pressInFlight || this.#longCall !== null || this.terminal) return
+    if (this.#pressInFlight || this.#api.held || this.terminal) return
     this.#pressInFlight = true
-    this.#client.powerButton()
+    this.#api.client.powerButton()
       .then(() => { this.log.info('power button pressed') })
       .catch((err: Error) => { this.log.warn({ err: err.message }, 'power button press failed') })
       .finally(() => { this.#pressInFlight = false })
@@ -495,9 +451,9 @@ export class VmmSupervisor {
 
   /** A single press whose outcome the caller waits for (a power button without deadline). */
   async #pressOnceNow (): Promise<void> {
-    if (this.#longCall !== null) throw conflict(`VMM ${this.id} is busy with a boot, a reboot or a migration's receive; its API answers nothing else`)
+    if (this.#api.held) throw conflict(`VMM ${this.id} is busy with a boot, a reboot or a migration's receive; its API answers nothing else`)
     try {
-      await this.#client.powerButton()
+      await this.#api.client.powerButton()
     } catch (err) {
       // The VMM answered: the VM is not in a state to take it (not booted yet, or shut down).
       if (err instanceof VmmApiError) throw conflict(`power button refused by the VMM: ${err.message}`)
@@ -532,9 +488,9 @@ export class VmmSupervisor {
   }
 
   #pingOnce (): void {
-    if (this.#pingInFlight || this.#longCall !== null || this.terminal || this.record.state === 'starting') return
+    if (this.#pingInFlight || this.#api.held || this.terminal || this.record.state === 'starting') return
     this.#pingInFlight = true
-    this.#client.ping()
+    this.#api.client.ping()
       .then(async () => {
         if (this.record.unresponsiveSince !== null && !this.terminal) {
           await this.#update({ unresponsiveSince: null, reason: 'the VMM API answers again' })
