@@ -111,6 +111,7 @@ function runningPid (file: string): number | null {
   }
 }
 
+/** Signals the planned component if the crash plan names this point; does nothing otherwise, and never throws. */
 export function crashPoint (point: CrashPoint, detail?: string): void {
   const taken = takePlan(point, detail)
   if (taken === null) return

@@ -7,10 +7,11 @@
  *   so that a misspelt parameter is never silently ignored.
  * - The errors a route may answer besides its own successes are listed in its schema, so the
  *   document has every status the server can give and every error body is written by its
- *   schema (http/json-serializer.ts). Routes declare only what is theirs: their successes. Any route of either server may answer
- *   400 (a malformed request), 408 and 431 (Node's HTTP layer) and 500 (a bug); one with a path
- *   parameter 404 (no such thing) and 414 (a parameter over 100 characters); a mutation 413 (a
- *   body over the limit) and 415 (not JSON). Each server adds its own (`errorStatuses`).
+ *   schema (http/json-serializer.ts). Routes declare only what is theirs: their successes. Any
+ *   route of either server may answer 400 (a malformed request), 408 and 431 (Node's HTTP layer)
+ *   and 500 (a bug); one with a path parameter 404 (no such thing) and 414 (a parameter over 100
+ *   characters); a mutation 413 (a body over the limit) and 415 (not JSON). Each server adds its
+ *   own (`errorStatuses`).
  * - The document says which routes need the bearer token.
  */
 import type { RouteOptions } from 'fastify'

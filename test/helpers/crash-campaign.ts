@@ -24,7 +24,7 @@
  * operator resets it (target 0 too).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Client, Connection } from '@temporalio/client'
+import type { Client } from '@temporalio/client'
 import { createPool, type Pool } from '../../db/pool.js'
 import { checkInvariants, violationsOf, type InvariantReport } from './invariants.js'
 import type { CrashPlan } from '../../faults/crash-points.js'
@@ -32,6 +32,7 @@ import { armCrashPlan, crashPlanArmed, disarmCrashPlan } from './crash-plans.js'
 import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
 import type { ComponentName, LaunchedStack } from './launcher.js'
 import { replayExecutions } from './replay-executions.js'
+import { withTemporalClient } from './temporal-client.js'
 import { sendUntilAnswered } from './retrying-client.js'
 import { replicasOf, type StackInfo } from '../../stack/stack-file.js'
 import { waitFor } from '../../stack/wait.js'
@@ -441,17 +442,11 @@ async function notConverged (info: StackInfo, db: Pool, target: string): Promise
       ORDER BY i.name`,
     [target]
   )
-  const connection = await Connection.connect({ address: info.temporalAddress })
-  try {
-    const client = new Client({ connection, namespace: info.namespace })
-    return await Promise.all(rows.map(async (row) => {
-      const instance = `${row.name} (${row.id}) ${row.state}`
-      if (row.kind === null) return `${instance}, no operation in flight`
-      return `${instance}, ${row.kind} since ${row.started_at.toISOString()}: ${await workflowWaits(client, row.workflow_id)}`
-    }))
-  } finally {
-    await connection.close()
-  }
+  return await withTemporalClient(info, async (client) => await Promise.all(rows.map(async (row) => {
+    const instance = `${row.name} (${row.id}) ${row.state}`
+    if (row.kind === null) return `${instance}, no operation in flight`
+    return `${instance}, ${row.kind} since ${row.started_at}: ${await workflowWaits(client, row.workflow_id)}`
+  })))
 }
 
 async function workflowWaits (client: Client, workflowId: string): Promise<string> {

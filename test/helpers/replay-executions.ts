@@ -5,10 +5,10 @@
  * the fault tests check every execution they caused, not only the few recorded in
  * test/replay/histories.
  */
-import { Client, Connection } from '@temporalio/client'
 import { Worker } from '@temporalio/worker'
 import { WORKFLOW_BUNDLE_PATH } from '../../worker/workflow-bundle.js'
 import type { StackInfo } from '../../stack/stack-file.js'
+import { withTemporalClient } from './temporal-client.js'
 
 export interface ReplayResult {
   replayed: number
@@ -18,9 +18,7 @@ export interface ReplayResult {
 
 /** Replays every execution the visibility query finds (all of them by default), closed or not. */
 export async function replayExecutions (info: StackInfo, query?: string): Promise<ReplayResult> {
-  const connection = await Connection.connect({ address: info.temporalAddress })
-  try {
-    const client = new Client({ connection, namespace: info.namespace })
+  return await withTemporalClient(info, async (client) => {
     const histories = client.workflow.list(query === undefined ? {} : { query }).intoHistories()
     const result: ReplayResult = { replayed: 0, failures: [] }
     for await (const replay of Worker.runReplayHistories({ workflowBundle: { codePath: WORKFLOW_BUNDLE_PATH } }, histories)) {
@@ -28,7 +26,5 @@ export async function replayExecutions (info: StackInfo, query?: string): Promis
       if (replay.error !== undefined) result.failures.push(`${replay.workflowId} ${replay.runId}: ${replay.error.message}`)
     }
     return result
-  } finally {
-    await connection.close()
-  }
+  })
 }

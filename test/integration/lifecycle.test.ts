@@ -8,9 +8,9 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { Client, Connection } from '@temporalio/client'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { newInstance, vmmProcesses, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { withTemporalClient } from '../helpers/temporal-client.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 describe('instance lifecycle over HTTP', () => {
@@ -50,15 +50,12 @@ describe('instance lifecycle over HTTP', () => {
     const listed = await api(stack).get<{ items: InstanceBody[] }>('/v1/instances')
     assert.ok(!listed.body.items.some((i) => i.id === id), 'the list leaves destroyed instances out')
 
-    const connection = await Connection.connect({ address: stack.info.temporalAddress })
-    try {
-      const client = new Client({ connection, namespace: stack.info.namespace })
-      const types: string[] = []
-      for await (const execution of client.workflow.list({ query: `WorkflowId = '${instanceWorkflowId(id)}'` })) types.push(execution.type)
-      for (const type of ['createInstance', 'stopInstance', 'deleteInstance']) assert.ok(types.includes(type), `${type} in ${types.join(', ')}`)
-    } finally {
-      await connection.close()
-    }
+    const types = await withTemporalClient(stack.info, async (client) => {
+      const listed: string[] = []
+      for await (const execution of client.workflow.list({ query: `WorkflowId = '${instanceWorkflowId(id)}'` })) listed.push(execution.type)
+      return listed
+    })
+    for (const type of ['createInstance', 'stopInstance', 'deleteInstance']) assert.ok(types.includes(type), `${type} in ${types.join(', ')}`)
   })
 
   it('stops a running instance on a fresh start, then starts it again on a new VMM', async () => {

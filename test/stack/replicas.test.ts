@@ -8,13 +8,14 @@ import assert from 'node:assert/strict'
 import { Agent, get } from 'node:http'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Client, Connection } from '@temporalio/client'
+import type { Client } from '@temporalio/client'
 import { WebSocket } from 'ws'
 import { createPool, type Pool } from '../../db/pool.js'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { waitUntil } from '../../stack/wait.js'
 import { runCli } from '../helpers/cli.js'
 import { newInstance, runningInstance, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { withTemporalClient } from '../helpers/temporal-client.js'
 import { api, freePorts, startStack, type ApiResponse, type TestStack } from '../helpers/stack.js'
 
 /** Enough for every poll this file makes in a minute; the rate-limit test spends the viewer's. */
@@ -129,9 +130,8 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
     const created = await create('worker-killed')
     const id = created.instance.id
     await waitForInstance(stack, id, (i) => i.state === 'starting' && i.vmm !== null)
-    const connection = await Connection.connect({ address: stack.info.temporalAddress })
-    try {
-      const history = new Client({ connection, namespace: stack.info.namespace }).workflow.getHandle(instanceWorkflowId(id))
+    await withTemporalClient(stack.info, async (client) => {
+      const history = client.workflow.getHandle(instanceWorkflowId(id))
       const holder = lastWorker(await history.fetchHistory())
       const workers = { worker: await stack.pid('worker'), 'worker-2': await stack.pid('worker-2') }
       const [killed, other] = workers.worker === holder ? ['worker', 'worker-2'] as const : ['worker-2', 'worker'] as const
@@ -143,9 +143,7 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
       const seconds = await operationSeconds(created.operation.id)
       console.log(`# a create took ${seconds.toFixed(2)} s with its worker killed mid-boot, ${normal.toFixed(2)} s unharmed: ${(seconds - normal).toFixed(2)} s more`)
       await stack.waitForRestart(killed)
-    } finally {
-      await connection.close()
-    }
+    })
   })
 
   it('passes a console WebSocket through the one address', async () => {
