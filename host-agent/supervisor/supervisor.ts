@@ -6,13 +6,16 @@
  *
  * Ensure is idempotent on the VMM ID (I3). The first ensure of an ID checks the images it names
  * (refusing names that escape the image directory), writes the record, and only then makes the
- * VMM's devices and spawns the process. Any later ensure of that ID returns the same VMM; concurrent ones wait for the
- * first. An ensure with `incoming` makes a live migration's target (vmm-migration.ts): its
- * receiver URL is chosen (migration-transport.ts) and recorded with it, and a repeat must name the
- * same migration. The answer is the VMM's first report: `starting` is not sent again through the
- * outbox, which saves each create a signal and a workflow task. An ID that belongs to another
- * instance, or whose VMM was destroyed, is refused with 409: the record of a destroyed VMM is a
- * tombstone, so a retry that arrives after a delete can never bring the VMM back.
+ * VMM's devices and spawns the process. Any later ensure of that ID returns the same VMM;
+ * concurrent ones wait for the first. An ensure with `incoming` makes a live migration's target
+ * (vmm-migration.ts): its receiver URL is chosen (migration-transport.ts) and recorded with it,
+ * and a repeat must name the same migration. An ensure's answer waits (BOOT_ANSWER_WAIT_MS at
+ * most) for the VMM's boot to end, and is its report: neither `starting` nor what the boot came to
+ * (`running`, or `failed` and why) goes through the outbox while an answer carries it
+ * (vmm-supervisor.ts `awaitBoot`), so a create on a healthy host takes no signal, no workflow task
+ * for one, and no timer for its boot deadline. An ID that belongs to another instance, or whose
+ * VMM was destroyed, is refused with 409: the record of a destroyed VMM is a tombstone, so a retry
+ * that arrives after a delete can never bring the VMM back.
  *
  * Start-up adopts instead of killing. Each record's process is looked for (adoption.ts): found,
  * it is adopted and resumes what it was doing (a boot, a reboot, a stop with its deadline, a
@@ -40,6 +43,12 @@ import type { VmmDevices } from './vmm-devices.js'
 import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
 
 const TOMBSTONE_TTL_MS = 24 * 60 * 60 * 1000
+/**
+ * How long an ensure's answer waits for the VMM's boot to end. Well inside the 5 s a placement
+ * gives its call (activities/host-agent-calls.ts PLACED_BOOT_TIMEOUT_MS), devices and spawn
+ * included; Cloud Hypervisor's vm.create and vm.boot take milliseconds.
+ */
+const BOOT_ANSWER_WAIT_MS = 2_000
 const PURGE_INTERVAL_MS = 60 * 60 * 1000
 
 export interface EnsureResult {
@@ -82,14 +91,21 @@ export class Supervisor {
   async ensure (id: string, request: EnsureVmmRequest): Promise<EnsureResult> {
     await this.#ensuring.get(id)?.catch(() => {})
     const existing = this.#vmms.get(id)
-    if (existing !== undefined) return { view: this.#checkSame(existing, request).view(), created: false }
+    if (existing !== undefined) {
+      const vmm = this.#checkSame(existing, request)
+      await vmm.awaitBoot(BOOT_ANSWER_WAIT_MS)
+      return { view: vmm.view(), created: false }
+    }
     const creating = this.#create(id, request)
     this.#ensuring.set(id, creating)
+    let vmm: VmmSupervisor
     try {
-      return { view: (await creating).view(), created: true }
+      vmm = await creating
     } finally {
       this.#ensuring.delete(id)
     }
+    await vmm.awaitBoot(BOOT_ANSWER_WAIT_MS)
+    return { view: vmm.view(), created: true }
   }
 
   async pressPowerButton (id: string, deadline: Date | null): Promise<VmmView> {

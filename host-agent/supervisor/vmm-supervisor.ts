@@ -45,6 +45,7 @@
  * anyone of it (a VMM seen `running` came back `starting`, spawned again).
  */
 import { writeFile } from 'node:fs/promises'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { isTerminalVmmState, type MigrationRole } from '../../domain/vmm.js'
@@ -121,6 +122,10 @@ export class VmmSupervisor {
   #deadlineTimer: NodeJS.Timeout | null = null
   /** Settles once the end of the process has been recorded. */
   #concluded: Promise<void> | null = null
+  /** Settles when the boot `spawn` began has ended, whatever its end (`awaitBoot`). */
+  #booting: Promise<void> | null = null
+  /** Ensures waiting in `awaitBoot`: while any does, a change is carried by their answers. */
+  #answersPending = 0
   /** The record as last saved (module comment). */
   #durable: AgentVmmRecord
 
@@ -196,8 +201,33 @@ export class VmmSupervisor {
     await this.#update({ pid: vmmProcess.pid, pidStartTime: vmmProcess.startTime }, false)
     crashPoint(incoming ? 'agent.migration.after-target-spawn' : 'agent.ensure.after-spawn')
     this.#attach(vmmProcess, 0)
-    if (incoming) this.#background(this.migration.receive(), 'migration receive')
-    else this.#background(this.#boot(bootFiles, false), 'boot')
+    if (incoming) {
+      this.#background(this.migration.receive(), 'migration receive')
+      return
+    }
+    const boot = this.#boot(bootFiles, false)
+    this.#background(boot, 'boot')
+    this.#booting = boot.catch(() => {})
+  }
+
+  /**
+   * Waits, at most `limitMs`, for the boot `spawn` began to end, so that an ensure's answer says
+   * how it ended (`running`, or `failed` and why) where it said `starting`. A change saved while
+   * an answer waits here goes to the caller in that answer and not through the outbox: on a
+   * healthy host a create then gets no report at all, only its answers (supervisor.ts). An
+   * answer that never arrives loses nothing: the caller asks again (an ensure is idempotent) and
+   * is answered with the record as it is, and a restarted agent reports every live VMM.
+   */
+  async awaitBoot (limitMs: number): Promise<void> {
+    if (this.#booting === null) return
+    const timer = new AbortController()
+    this.#answersPending++
+    try {
+      await Promise.race([this.#booting, delay(limitMs, undefined, { signal: timer.signal }).catch(() => {})])
+    } finally {
+      this.#answersPending--
+      timer.abort()
+    }
   }
 
   /** A boot that failed before there was a process: nothing runs, only the devices are released. */
@@ -529,7 +559,8 @@ export class VmmSupervisor {
     await this.context.store.save(saving)
     // Saves of one record complete in the order they were asked for (record-store.ts).
     this.#durable = saving
-    if (bump) this.context.onChange(this)
+    // An answer waiting in `awaitBoot` reads the record once it stops waiting: it carries this.
+    if (bump && this.#answersPending === 0) this.context.onChange(this)
   }
 
   /** Runs a background task; it must never take the agent down, so failures are logged. */

@@ -21,16 +21,24 @@ async function ensureRunning (cmdline?: string): Promise<{ id: string, view: Vmm
 }
 
 describe('ensure', () => {
-  it('records, spawns and boots a VMM: 201 starting, then running', async () => {
+  it('records, spawns and boots a VMM, and answers 201 once the VM runs', async () => {
     const id = newVmmId()
-    const body = ensureBody()
-    const created = await agent.request('PUT', `/v1/vmms/${id}`, body)
+    const created = await agent.request('PUT', `/v1/vmms/${id}`, ensureBody())
     assert.equal(created.status, 201)
-    assert.equal(created.body.state, 'starting')
+    assert.deepEqual([created.body.state, created.body.generation, created.body.reason], ['running', 2, 'VM booted'])
     assert.equal(created.body.hostId, 'host-test')
     assert.ok(created.body.pid !== null && processExists(created.body.pid))
+  })
+
+  it('answers a boot slower than the answer waits for `starting`, and runs it all the same', async () => {
+    const id = newVmmId()
+    const created = await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=4000'))
+    assert.equal(created.status, 201)
+    assert.deepEqual([created.body.state, created.body.generation], ['starting', 1])
+    const again = await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=4000', created.body.instanceId))
+    assert.equal(again.status, 200)
     const running = await agent.waitForState(id, 'running')
-    assert.ok(running.generation > created.body.generation)
+    assert.equal(running.generation, 2)
   })
 
   it('is idempotent on the VMM ID: the same VMM, never a second process', async () => {

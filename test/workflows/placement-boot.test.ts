@@ -43,6 +43,23 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     assert.equal(world.placementBoots.at(-1), true)
   })
 
+  it('a create whose agent answers its placement with the VM running: no report, no boot-deadline timer, three workflow tasks', async () => {
+    const answer = world.agent.ensureVmm
+    world.agent.ensureVmm = (vmm) => world.report(vmm, 'running')
+    try {
+      const { request, handle } = await driver.startCreate()
+      await handle.result()
+      assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+      const events = (await handle.fetchHistory()).events ?? []
+      assert.deepEqual(await activitiesOf(handle), ['placeVmm', 'recordInstanceChange'])
+      assert.equal(events.filter((e) => e.timerStartedEventAttributes != null).length, 0, 'no timer')
+      assert.equal(events.filter((e) => e.workflowExecutionSignaledEventAttributes != null).length, 0, 'no signal')
+      assert.equal(events.filter((e) => e.workflowTaskCompletedEventAttributes != null).length, 3)
+    } finally {
+      world.agent.ensureVmm = answer
+    }
+  })
+
   it('a create whose VMM reports running before its placement answers: running at once, not at the boot deadline', async () => {
     world.beforePlacementAnswers = async (vmmId) => { await driver.deliver(world.vmms.get(vmmId)!, 'running') }
     try {
