@@ -165,7 +165,8 @@ export async function bootPlaced (deps: AgentCallDependencies, request: Placemen
   if (agentUrl === null) return { ...placement, booted: null }
   let view: VmmView
   try {
-    view = await deps.client.ensureVmm(agentUrl, vmmId, { instanceId: snapshot.instance.id, ...request.boot })
+    const { instanceName, spec } = request.boot
+    view = await deps.client.ensureVmm(agentUrl, vmmId, { instanceId: snapshot.instance.id, instanceName, spec })
   } catch (err) {
     log.info('the placed VMM\'s agent did not make it at once; ensureVmm asks again', { hostId, vmmId, error: err instanceof Error ? err.message : String(err) })
     return { ...placement, booted: null }

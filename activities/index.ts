@@ -13,7 +13,7 @@ import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import { openInstance, readMigration, recordInstanceChange } from './instance-records.js'
 import { recordVmmObservations } from './vmm-observations.js'
-import { placeVmm } from './vmm-records.js'
+import { finishPlacedBoot, placeVmm } from './vmm-records.js'
 
 export interface ActivityDependencies {
   pool: Pool
@@ -44,7 +44,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
       return await recordInstanceChange(pool, change)
     },
     async placeVmm (request) {
-      return await bootPlaced(placedBoots, request, await placeVmm(pool, request))
+      return await finishPlacedBoot(pool, request, await bootPlaced(placedBoots, request, await placeVmm(pool, request)))
     },
     async recordVmmObservations (instanceId, reports) {
       return await recordVmmObservations(pool, instanceId, reports)

@@ -11,6 +11,11 @@
  *
  * The statements are db/'s (db/vmms.ts, db/hosts.ts, db/instances.ts, db/live-migrations.ts);
  * placement runs them in one transaction.
+ *
+ * A placement that asked the agent to boot its VMM (host-agent-calls.ts `bootPlaced`) and was
+ * answered that the VM runs records the boot's end too, in a second transaction
+ * (`finishPlacedBoot`): the change the workflow decided with the boot, under its decision key, so
+ * a retried activity finds it made. The first transaction commits before the agent is asked (I3).
  */
 import { v5 as uuidv5 } from 'uuid'
 import type { InstanceSnapshot, MigrationTarget, PlacementRequest, PlacementResult } from '../contract/records.js'
@@ -22,7 +27,7 @@ import { hostOfVmm, insertVmmWithReservation } from '../db/vmms.js'
 import { crashPoint } from '../faults/crash-points.js'
 import { decisionKeys } from '../domain/decisions.js'
 import { chooseHost } from '../domain/placement.js'
-import { applyInstanceChange, readSnapshot, writeInstanceChange } from './instance-records.js'
+import { applyInstanceChange, readSnapshot, recordInstanceChange, writeInstanceChange } from './instance-records.js'
 
 /** The ID of the VMM an operation places: named by its placement decision. */
 export function vmmIdOf (operationId: string): string {
@@ -60,6 +65,18 @@ export async function placeVmm (pool: Pool, request: PlacementRequest): Promise<
   })
   crashPoint('place.after-commit')
   return result
+}
+
+/**
+ * Records the boot's `finish` when the agent answered the placement's boot with the VM running:
+ * named by the placed VMM and its host, with the answer as its observation.
+ */
+export async function finishPlacedBoot (pool: Pool, request: PlacementRequest, placement: PlacementResult): Promise<PlacementResult> {
+  const finish = request.boot?.finish
+  if (finish === undefined || !placement.placed || placement.booted?.state !== 'running') return placement
+  const { vmmId, hostId, booted } = placement
+  const finished = await recordInstanceChange(pool, { ...finish, vmmId, message: `${finish.message} on ${hostId}`, observations: [booted] })
+  return { ...placement, finished }
 }
 
 function hostsConsidered (target: MigrationTarget | undefined): string {

@@ -117,6 +117,12 @@ export interface PlacementRequest {
 export interface PlacedBoot {
   instanceName: string
   spec: VmmSpec
+  /**
+   * The boot's end, decided with it: recorded by the placement when the agent answers that the VM
+   * runs (the activity names the VMM and its host in it, and adds the answer as its observation).
+   * Absent in histories recorded before the placement did; their results have no `finished`.
+   */
+  finish?: InstanceChange
 }
 
 export interface MigrationTarget {
@@ -137,5 +143,7 @@ export type PlacementResult =
      * to fence first) or did not answer in time: the workflow then asks it through `ensureVmm`.
      */
     booted?: VmmReport | null
+    /** The boot's `finish`, recorded: the agent answered that the VM runs. */
+    finished?: ChangeResult | null
   }
   | { placed: false, code: 'NoCapacity' | 'InstanceDestroyed', reason: string, snapshot: InstanceSnapshot }

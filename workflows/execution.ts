@@ -223,9 +223,12 @@ export class InstanceExecution implements InstanceContext {
 
   /** Records one change of the instance and its event (see the module comment). */
   async change (input: ChangeInput): Promise<void> {
-    const result = await this.write(() => records.recordInstanceChange(this.toChange(input)))
+    this.took(input, await this.write(() => records.recordInstanceChange(this.toChange(input))))
+  }
+
+  /** Takes in a change's result; an operation's outcome is counted once, where it was made. */
+  private took ({ operation }: ChangeInput, result: ChangeResult): void {
     this.takeResult(result)
-    const { operation } = input
     if (operation !== undefined && operation.status !== 'running' && !result.madeBefore) {
       recordOperationOutcome(operation.request.kind, operation.status, operation.request.requestedAt)
     }
@@ -236,7 +239,7 @@ export class InstanceExecution implements InstanceContext {
    * makes it the active one, in one write; `before` is recorded in the same transaction. A live
    * migration's target is placed as the migration's, and does not become active.
    */
-  async placeVmm (request: OperationRequest, { before, migrationTarget, boot }: PlacementOptions = {}): Promise<Placement> {
+  async placeVmm (request: OperationRequest, { before, migrationTarget, boot, finish }: PlacementOptions = {}): Promise<Placement> {
     const { vcpus, memoryMiB } = this.instance
     const result = await this.write(() => {
       const first = before === undefined ? undefined : this.toChange(before)
@@ -246,11 +249,17 @@ export class InstanceExecution implements InstanceContext {
         message: migrationTarget === undefined ? 'placed VMM' : 'placed the migration\'s target VMM',
         ...(migrationTarget === undefined ? {} : { migration: { id: migrationTarget.migrationId, phase: 'preparing' as const } })
       })
-      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget, boot })
+      // The finish carries no reports: those received meanwhile wait for a write that is sure to happen.
+      const decided = boot === undefined || finish === undefined ? boot : { ...boot, finish: this.toChange(finish, []) }
+      return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget, boot: decided })
     })
-    this.adopt(result.snapshot)
+    const finished = result.placed ? result.finished ?? null : null
+    // The finish's record is the newer: taking the placement's first would show the instance
+    // `starting` in search, then `running`, two upserts in one task.
+    if (finished !== null && finish !== undefined) this.took(finish, finished)
+    else this.adopt(result.snapshot)
     if (!result.placed) return { code: result.code, reason: result.reason }
-    return { vmmId: result.vmmId, hostId: result.hostId, booted: result.booted ?? null }
+    return { vmmId: result.vmmId, hostId: result.hostId, booted: result.booted ?? null, finished: finished !== null }
   }
 
   /**
@@ -288,7 +297,7 @@ export class InstanceExecution implements InstanceContext {
     return turn
   }
 
-  private toChange (input: ChangeInput): InstanceChange {
+  private toChange (input: ChangeInput, observations = this.vmms.takeUnrecorded()): InstanceChange {
     const info = workflowInfo()
     const { lastError, ...set } = input.set ?? {}
     return {
@@ -313,7 +322,7 @@ export class InstanceExecution implements InstanceContext {
             runId: info.runId
           },
       migration: input.migration,
-      observations: this.vmms.takeUnrecorded()
+      observations
     }
   }
 

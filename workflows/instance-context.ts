@@ -25,9 +25,10 @@ export interface ChangeInput extends ChangeEvent {
 
 /**
  * Where a placement put the new VMM (with its agent's answer when the placement asked it to make
- * the VMM and it did: `PlacementRequest.boot`), or why it could not.
+ * the VMM and it did: `PlacementRequest.boot`; `finished` when it recorded the boot's `finish`
+ * too), or why it could not.
  */
-export type Placement = { vmmId: string, hostId: string, booted: VmmReport | null } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
+export type Placement = { vmmId: string, hostId: string, booted: VmmReport | null, finished: boolean } | { code: 'NoCapacity' | 'InstanceDestroyed', reason: string }
 
 /** What a placement records with the new VMM, besides the VMM itself. */
 export interface PlacementOptions {
@@ -36,7 +37,9 @@ export interface PlacementOptions {
   /** Places a live migration's target, which does not become the active VMM. */
   migrationTarget?: MigrationTarget
   /** Has the agent make the VMM as soon as it is placed, when there is nothing to fence first. */
-  boot?: PlacedBoot
+  boot?: Omit<PlacedBoot, 'finish'>
+  /** With `boot`: the change the placement records when the agent answers that the VM runs. */
+  finish?: ChangeInput
 }
 
 export interface InstanceContext {

@@ -17,7 +17,9 @@
  *    transaction commits (patch `place-and-boot`): on a healthy host a boot is then one activity
  *    where it was two. The placement is a write, which no halt cancels, so it asks within a few
  *    seconds only; an agent that did not answer by then is asked again here, through the
- *    cancellable `ensureVmm`, as before.
+ *    cancellable `ensureVmm`, as before. Such a placement carries the boot's end too, decided
+ *    with it: when the agent answers that the VM runs, the placement's activity records the
+ *    operation's success, and the boot is over; otherwise the boot goes on through step 4.
  * 4. Wait for the VMM to report `running`, at most the boot timeout; at the deadline, ask its
  *    agent before giving up (no report is not a report of failure, I2). A VMM that never gets
  *    there is killed and the instance is left `stopped` with the reason; the operation fails,
@@ -69,9 +71,16 @@ export async function bootNewVmm (execution: InstanceContext, request: BootReque
   const boot = execution.liveVmms().length === 0 && patched(PLACE_AND_BOOT_PATCH)
     ? { instanceName: execution.instance.name, spec: vmmSpecOf(execution.instance) }
     : undefined
-  const placement = await place(execution, request, { before: began, boot })
+  // No patch: whether the placement recorded the finish is in its recorded result, which lacks
+  // `finished` in executions recorded before, so they replay the path they ran.
+  const finish = boot === undefined ? undefined : bootSucceeded(request)
+  const placement = await place(execution, request, { before: began, boot, finish })
   if ('reason' in placement) {
     await failBoot(execution, request, { code: placement.code, message: placement.reason })
+    return
+  }
+  if (placement.finished) {
+    execution.enterPhase('running')
     return
   }
   execution.enterPhase('fencing')
@@ -84,14 +93,19 @@ export async function bootNewVmm (execution: InstanceContext, request: BootReque
     return
   }
   execution.enterPhase('running')
-  await execution.change({
+  await execution.change(bootSucceeded(request, placement))
+}
+
+/** The change that ends a boot that succeeded; a placement that records it names the VMM and host. */
+function bootSucceeded (request: BootRequest, placed?: { vmmId: string, hostId: string }): ChangeInput {
+  return {
     decision: decisionKeys.finished(request.operationId),
     kind: 'operation-finished',
-    message: `running on ${placement.hostId}`,
-    vmmId: placement.vmmId,
+    message: placed === undefined ? 'running' : `running on ${placed.hostId}`,
+    vmmId: placed?.vmmId,
     set: { state: 'running', lastError: null, restartAt: null },
     operation: { request, status: 'succeeded' }
-  })
+  }
 }
 
 /** The first wait for room, and the longest; doubling in between. */
@@ -99,10 +113,10 @@ const FIRST_PLACEMENT_RETRY_MS = 1000
 const MAX_PLACEMENT_RETRY_MS = 30_000
 
 /** Step 1: places the VMM, waiting for room up to the placement timeout; `before` goes with the first try. */
-async function place (execution: InstanceContext, request: BootRequest, { before, boot }: PlacementOptions): Promise<Placement> {
+async function place (execution: InstanceContext, request: BootRequest, { before, boot, finish }: PlacementOptions): Promise<Placement> {
   execution.enterPhase('placing')
   const giveUpAt = Date.now() + execution.settings.placementTimeoutMs
-  let placement = await execution.placeVmm(request, { before, boot })
+  let placement = await execution.placeVmm(request, { before, boot, finish })
   for (let delay = FIRST_PLACEMENT_RETRY_MS; 'reason' in placement && placement.code === 'NoCapacity' && Date.now() < giveUpAt; delay = Math.min(2 * delay, MAX_PLACEMENT_RETRY_MS)) {
     if (delay === FIRST_PLACEMENT_RETRY_MS) {
       await execution.change({
@@ -114,7 +128,7 @@ async function place (execution: InstanceContext, request: BootRequest, { before
     }
     execution.enterPhase('placing', `no host has room; trying again in ${delay / 1000} s, until ${new Date(giveUpAt).toISOString()}`)
     await sleep(Math.min(delay, Math.max(1, giveUpAt - Date.now())))
-    placement = await execution.placeVmm(request, { boot })
+    placement = await execution.placeVmm(request, { boot, finish })
   }
   return placement
 }

@@ -11,7 +11,7 @@ import { applyInstanceChange, recordInstanceChange } from '../../activities/inst
 import { recordVmmObservations } from '../../activities/vmm-observations.js'
 import type { InstanceChange } from '../../contract/records.js'
 import { insertOperation } from '../../db/operations.js'
-import { placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
+import { finishPlacedBoot, placeVmm, vmmIdOf } from '../../activities/vmm-records.js'
 import { decisionKeys } from '../../domain/decisions.js'
 import type { VmmReport } from '../../domain/vmm.js'
 import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
@@ -116,6 +116,36 @@ describe('the write path in PostgreSQL', () => {
     const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM reservations WHERE vmm_id = $1', [first.vmmId])
     assert.equal(rows[0].n, 1)
     assert.deepEqual(await events(id), ['to starting', `placed VMM ${first.vmmId} on host-a`])
+  })
+
+  it('records a placed boot\'s finish when the agent answered running, once, named by the VMM and host; not when it answered starting', async () => {
+    const id = await newInstance()
+    const opId = randomUUID()
+    const finish: InstanceChange = { ...stateChange(id, decisionKeys.finished(opId), 'running'), message: 'running', operation: operation(opId, 'succeeded') }
+    const request = {
+      operationId: opId,
+      vcpus: 1,
+      memoryMiB: 256,
+      change: { instanceId: id, decision: decisionKeys.placed(opId), kind: 'vmm-placed' as const, message: 'placed VMM' },
+      boot: { instanceName: 'i', spec: { vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' } }, finish }
+    }
+    const placed = await placeVmm(db.pool, request)
+    assert.ok(placed.placed)
+    const answer = (state: 'starting' | 'running', generation: number): VmmReport => ({
+      vmmId: placed.vmmId, instanceId: id, hostId: 'host-a', state, generation, observedAt: new Date().toISOString(), reason: state, exit: null, unresponsiveSince: null
+    })
+    const starting = await finishPlacedBoot(db.pool, request, { ...placed, booted: answer('starting', 1) })
+    assert.ok(starting.placed && starting.finished === undefined, 'an answer of starting leaves the boot to the workflow')
+    assert.notEqual((await db.pool.query('SELECT state FROM instances WHERE id = $1', [id])).rows[0].state, 'running')
+
+    const first = await finishPlacedBoot(db.pool, request, { ...placed, booted: answer('running', 2) })
+    const again = await finishPlacedBoot(db.pool, request, { ...placed, booted: answer('running', 2) })
+    assert.ok(first.placed && first.finished != null && again.placed && again.finished != null)
+    assert.deepEqual([first.finished.madeBefore, again.finished.madeBefore], [false, true])
+    assert.equal(first.finished.snapshot.instance.state, 'running')
+    assert.deepEqual([first.finished.snapshot.activeVmm?.state, first.finished.snapshot.activeVmm?.generation], ['running', 2])
+    assert.equal((await db.pool.query('SELECT status FROM operations WHERE id = $1', [opId])).rows[0].status, 'succeeded')
+    assert.deepEqual((await events(id)).slice(-1), ['running on host-a'])
   })
 
   it('leaves no VMM and no reservation when the placement\'s instance change fails', async () => {

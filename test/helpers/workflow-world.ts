@@ -278,7 +278,12 @@ export class WorkflowWorld {
         this.placementBoots.push(request.boot !== undefined)
         const booted = this.bootPlaced(request, vmmId, hostId, placed.snapshot)
         await this.beforePlacementAnswers?.(vmmId)
-        return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted }
+        // As activities/vmm-records.ts finishPlacedBoot: the boot's end, when the agent said the VM runs.
+        const finish = request.boot?.finish
+        if (finish === undefined || booted?.state !== 'running') return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted }
+        const finished = this.apply({ ...finish, vmmId, message: `${finish.message} on ${hostId}`, observations: [booted] })
+        await this.afterDecision(finish.decision)
+        return { placed: true, vmmId, hostId, snapshot: placed.snapshot, booted, finished }
       },
       sendMigration: async (input: SendMigrationInput) => this.agentCall('sendMigration', input),
       cancelIncomingMigration: async (input: MigrationHalfInput) => this.agentCall('cancelIncomingMigration', input),

@@ -32,6 +32,15 @@ describe('instance lifecycle over HTTP', () => {
     assert.equal((await vmmProcesses(stack, vmm)).length, 1, 'exactly one VMM process runs the instance')
     const createOp = await api(stack).get(`/v1/operations/${created.body.operation.id}`)
     assert.equal(createOp.body.status, 'succeeded')
+    // On a healthy host the placement has the agent make the VMM and records the boot's success
+    // (workflows/start.ts step 3): the create's one activity.
+    const activities = await withTemporalClient(stack.info, async (client) => {
+      const handle = client.workflow.getHandle(instanceWorkflowId(id))
+      await handle.result()
+      const { events } = await handle.fetchHistory()
+      return (events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [])
+    })
+    assert.deepEqual(activities, ['placeVmm'])
 
     const stop = await api(stack).post(`/v1/instances/${id}/stop`, { graceSeconds: 10 })
     assert.equal(stop.status, 202)

@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict'
 import type { WorkflowHandle } from '@temporalio/client'
 import { after, before, describe, it } from 'node:test'
+import { decisionKeys } from '../../domain/decisions.js'
 import type { StartRequest } from '../../domain/requests.js'
 import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
 import { requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
@@ -43,18 +44,21 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     assert.equal(world.placementBoots.at(-1), true)
   })
 
-  it('a create whose agent answers its placement with the VM running: no report, no boot-deadline timer, three workflow tasks', async () => {
+  it('a create whose agent answers its placement with the VM running: the placement records its success; one activity, two workflow tasks, no timer, no signal', async () => {
     const answer = world.agent.ensureVmm
     world.agent.ensureVmm = (vmm) => world.report(vmm, 'running')
     try {
-      const { request, handle } = await driver.startCreate()
+      const { request, handle, vmmId } = await driver.startCreate()
       await handle.result()
+      assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
       assert.equal(world.instances.get(request.instanceId)!.state, 'running')
+      assert.equal(world.vmms.get(vmmId)!.state, 'running', "the agent's answer is recorded with the success")
+      assert.equal(world.decisions.get(decisionKeys.finished(request.operationId)), `running on ${world.vmms.get(vmmId)!.hostId}`)
       const events = (await handle.fetchHistory()).events ?? []
-      assert.deepEqual(await activitiesOf(handle), ['placeVmm', 'recordInstanceChange'])
+      assert.deepEqual(await activitiesOf(handle), ['placeVmm'])
       assert.equal(events.filter((e) => e.timerStartedEventAttributes != null).length, 0, 'no timer')
       assert.equal(events.filter((e) => e.workflowExecutionSignaledEventAttributes != null).length, 0, 'no signal')
-      assert.equal(events.filter((e) => e.workflowTaskCompletedEventAttributes != null).length, 3)
+      assert.equal(events.filter((e) => e.workflowTaskCompletedEventAttributes != null).length, 2)
     } finally {
       world.agent.ensureVmm = answer
     }
