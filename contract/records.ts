@@ -144,6 +144,6 @@ export type PlacementResult =
      */
     booted?: VmmReport | null
     /** The boot's `finish`, recorded: the agent answered that the VM runs. */
-    finished?: ChangeResult | null
+    finished?: ChangeResult
   }
   | { placed: false, code: 'NoCapacity' | 'InstanceDestroyed', reason: string, snapshot: InstanceSnapshot }

@@ -253,13 +253,13 @@ export class InstanceExecution implements InstanceContext {
       const decided = boot === undefined || finish === undefined ? boot : { ...boot, finish: this.toChange(finish, []) }
       return records.placeVmm({ operationId: request.operationId, vcpus, memoryMiB, change, before: first, migrationTarget, boot: decided })
     })
-    const finished = result.placed ? result.finished ?? null : null
+    const finished = result.placed ? result.finished : undefined
     // The finish's record is the newer: taking the placement's first would show the instance
     // `starting` in search, then `running`, two upserts in one task.
-    if (finished !== null && finish !== undefined) this.took(finish, finished)
+    if (finished !== undefined && finish !== undefined) this.took(finish, finished)
     else this.adopt(result.snapshot)
     if (!result.placed) return { code: result.code, reason: result.reason }
-    return { vmmId: result.vmmId, hostId: result.hostId, booted: result.booted ?? null, finished: finished !== null }
+    return { vmmId: result.vmmId, hostId: result.hostId, booted: result.booted ?? null, finished: finished !== undefined }
   }
 
   /**

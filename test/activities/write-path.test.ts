@@ -140,7 +140,7 @@ describe('the write path in PostgreSQL', () => {
 
     const first = await finishPlacedBoot(db.pool, request, { ...placed, booted: answer('running', 2) })
     const again = await finishPlacedBoot(db.pool, request, { ...placed, booted: answer('running', 2) })
-    assert.ok(first.placed && first.finished != null && again.placed && again.finished != null)
+    assert.ok(first.placed && first.finished !== undefined && again.placed && again.finished !== undefined)
     assert.deepEqual([first.finished.madeBefore, again.finished.madeBefore], [false, true])
     assert.equal(first.finished.snapshot.instance.state, 'running')
     assert.deepEqual([first.finished.snapshot.activeVmm?.state, first.finished.snapshot.activeVmm?.generation], ['running', 2])

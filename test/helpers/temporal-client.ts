@@ -2,7 +2,7 @@
  * A Temporal client on a stack's server and namespace, for what a test reads or asks of Temporal
  * directly (histories, descriptions, lists); its connection is closed once the work is done.
  */
-import { Client, Connection } from '@temporalio/client'
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client'
 import type { StackInfo } from '../../stack/stack-file.js'
 
 export async function withTemporalClient<T> (info: Pick<StackInfo, 'temporalAddress' | 'namespace'>, work: (client: Client) => Promise<T>): Promise<T> {
@@ -12,4 +12,10 @@ export async function withTemporalClient<T> (info: Pick<StackInfo, 'temporalAddr
   } finally {
     await connection.close()
   }
+}
+
+/** The activities an execution scheduled, in order (local activities are markers, not listed). */
+export async function activitiesScheduled (handle: WorkflowHandle): Promise<string[]> {
+  const { events } = await handle.fetchHistory()
+  return (events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [])
 }

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceWorkflowId } from '../../domain/ids.js'
 import { newInstance, vmmProcesses, waitForState, type InstanceBody } from '../helpers/instances.js'
-import { withTemporalClient } from '../helpers/temporal-client.js'
+import { activitiesScheduled, withTemporalClient } from '../helpers/temporal-client.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 describe('instance lifecycle over HTTP', () => {
@@ -37,8 +37,7 @@ describe('instance lifecycle over HTTP', () => {
     const activities = await withTemporalClient(stack.info, async (client) => {
       const handle = client.workflow.getHandle(instanceWorkflowId(id))
       await handle.result()
-      const { events } = await handle.fetchHistory()
-      return (events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [])
+      return await activitiesScheduled(handle)
     })
     assert.deepEqual(activities, ['placeVmm'])
 

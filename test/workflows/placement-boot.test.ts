@@ -7,11 +7,11 @@
  * agent takes.
  */
 import assert from 'node:assert/strict'
-import type { WorkflowHandle } from '@temporalio/client'
 import { after, before, describe, it } from 'node:test'
 import { decisionKeys } from '../../domain/decisions.js'
 import type { StartRequest } from '../../domain/requests.js'
 import { startInstanceDriver, type InstanceDriver } from '../helpers/instance-driver.js'
+import { activitiesScheduled } from '../helpers/temporal-client.js'
 import { requestBase, until, type WorkflowWorld } from '../helpers/workflow-world.js'
 
 const TASK_QUEUE = 'placement-boot-test'
@@ -25,12 +25,6 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
   })
   after(async () => { await driver?.stop() })
 
-  /** The activities the execution scheduled, in order (local activities are markers, not listed). */
-  async function activitiesOf (handle: WorkflowHandle): Promise<string[]> {
-    const { events } = await handle.fetchHistory()
-    return (events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? [])
-  }
-
   const ensuresOf = (vmmId: string): number => world.calls.filter((c) => c.name === 'ensureVmm' && c.vmmId === vmmId).length
 
   it('a create whose agent answers the placement: no ensureVmm activity, running once its VMM reports so', async () => {
@@ -39,7 +33,7 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
     assert.equal(world.instances.get(request.instanceId)!.state, 'running')
-    assert.deepEqual(await activitiesOf(handle), ['placeVmm', 'recordInstanceChange'])
+    assert.deepEqual(await activitiesScheduled(handle), ['placeVmm', 'recordInstanceChange'])
     assert.equal(ensuresOf(vmmId), 1, 'the agent was asked once')
     assert.equal(world.placementBoots.at(-1), true)
   })
@@ -55,7 +49,7 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
       assert.equal(world.vmms.get(vmmId)!.state, 'running', "the agent's answer is recorded with the success")
       assert.equal(world.decisions.get(decisionKeys.finished(request.operationId)), `running on ${world.vmms.get(vmmId)!.hostId}`)
       const events = (await handle.fetchHistory()).events ?? []
-      assert.deepEqual(await activitiesOf(handle), ['placeVmm'])
+      assert.deepEqual(await activitiesScheduled(handle), ['placeVmm'])
       assert.equal(events.filter((e) => e.timerStartedEventAttributes != null).length, 0, 'no timer')
       assert.equal(events.filter((e) => e.workflowExecutionSignaledEventAttributes != null).length, 0, 'no signal')
       assert.equal(events.filter((e) => e.workflowTaskCompletedEventAttributes != null).length, 2)
@@ -81,7 +75,7 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     world.unreachableHosts.add('host-1')
     const { request, handle, vmmId } = await driver.startCreate()
     try {
-      await until('ensureVmm to be scheduled', async () => (await activitiesOf(handle)).includes('ensureVmm'))
+      await until('ensureVmm to be scheduled', async () => (await activitiesScheduled(handle)).includes('ensureVmm'))
     } finally {
       world.unreachableHosts.delete('host-1')
     }
@@ -89,7 +83,7 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     await driver.deliver(world.vmms.get(vmmId)!, 'running')
     await handle.result()
     assert.equal(world.operations.get(request.operationId)!.status, 'succeeded')
-    assert.deepEqual((await activitiesOf(handle)).slice(0, 2), ['placeVmm', 'ensureVmm'])
+    assert.deepEqual((await activitiesScheduled(handle)).slice(0, 2), ['placeVmm', 'ensureVmm'])
   })
 
   it('a start of a stopped instance asks at its placement too', async () => {
@@ -102,6 +96,6 @@ describe('a boot its placement asks of the agent (workflow logic)', { timeout: 1
     await driver.deliver(world.vmms.get(vmmId)!, 'running')
     await startHandle.result()
     assert.equal(world.operations.get(start.operationId)!.status, 'succeeded')
-    assert.ok(!(await activitiesOf(startHandle)).includes('ensureVmm'))
+    assert.ok(!(await activitiesScheduled(startHandle)).includes('ensureVmm'))
   })
 })
