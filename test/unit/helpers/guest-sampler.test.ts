@@ -1,11 +1,17 @@
 /**
  * How the guest sampler (test/helpers/guest-sampler.ts) measures doubles from its samples, on
  * made-up samples: a window from the first sample that shows an instance running twice to the
- * first that does not, and a host whose agent did not answer neither ends a double nor splits it.
+ * first that does not, and a host whose agent did not answer neither ends a double nor splits it;
+ * and, on agents made of loopback servers, that one that does not answer does not hold up the
+ * sampling of the others.
  */
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
-import { DoubleWindows, type SampledVmm } from '../../helpers/guest-sampler.js'
+import { once } from 'node:events'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, describe, it } from 'node:test'
+import { DoubleWindows, sampleGuests, type SampledVmm } from '../../helpers/guest-sampler.js'
+import type { TestStack } from '../../helpers/stack.js'
 
 const INSTANCE = '00000000-0000-4000-8000-000000000001'
 const source: SampledVmm = {
@@ -74,5 +80,42 @@ describe('the guest sampler\'s doubles', () => {
       { running: [source], unheard: ['host-2'] }
     ])
     assert.deepEqual(doubles.map((d) => [d.startedAt, d.endedAt, d.durationMs]), [[0, 100, 100]])
+  })
+})
+
+describe('the guest sampler\'s reads', () => {
+  const servers: Server[] = []
+  after(() => { for (const server of servers) server.closeAllConnections(); for (const server of servers) server.close() })
+
+  /** An agent on loopback that answers every read with no VMM, or never answers; counts its reads. */
+  async function agent (answers: boolean): Promise<{ url: string, reads: () => number, server: Server }> {
+    let reads = 0
+    const server = createServer((_request, response) => {
+      reads++
+      if (answers) response.writeHead(200, { 'content-type': 'application/json' }).end('{"items":[]}')
+    })
+    servers.push(server)
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, reads: () => reads, server }
+  }
+
+  it('goes on sampling the agents that answer while one does not', async () => {
+    const [first, second, silent] = [await agent(true), await agent(true), await agent(false)]
+    const stack = {
+      info: { agentToken: 'token', hosts: [first, second, silent].map((host, n) => ({ id: `host-${n + 1}`, url: host.url })) }
+    } as unknown as TestStack
+    // The silent agent's first read ends when the client gives up on it (its 1 s timeout).
+    const givenUp = new Promise<void>((resolve) => {
+      silent.server.once('connection', (socket) => socket.once('close', () => resolve()))
+    })
+    const sampler = sampleGuests(stack, 50)
+    await givenUp
+    const readsMeanwhile = [first.reads(), second.reads(), silent.reads()]
+    const report = await sampler.stop()
+    // Waiting for every answer made each sample wait out the silent agent: one read of each other.
+    for (const reads of readsMeanwhile.slice(0, 2)) assert.ok(reads >= 3, `an answering agent was read ${reads} time(s) while the silent one was read once`)
+    assert.equal(readsMeanwhile[2], 1, 'the silent agent is not asked again while its read is out')
+    assert.ok(report.skipped >= report.samples, `the silent agent is unheard in every sample: ${JSON.stringify(report)}`)
   })
 })
