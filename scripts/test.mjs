@@ -20,15 +20,16 @@
  *      busy loop), one at a time. Alone they left some 40 % of the two cores idle.
  *    The first run in a CPU control group marked idle (`cpu.idle`): the scheduler gives its
  *    processes only the CPU that nothing outside wants, so the timed tests have it whenever
- *    they want it. Those whose processes run on tight timers of their own (`FOREGROUND`) run
- *    after, three at a time, with the machine to themselves. `nice` would not do: every stack component, PostgreSQL backend and VMM starts
+ *    they want it. `nice` would not do: every stack component, PostgreSQL backend and VMM starts
  *    a session of its own, and the kernel's autogroups weigh each session alike whatever its
  *    niceness (a drain under fire took 10 minutes beside niced tests, 86 s beside the idle
- *    group, 93 s alone). Where no cpu controller can be written, the two run one after the
- *    other. Side by side, each writes its report to test-output/, printed here once both ended.
- *    The benchmark's smoke test checks that every figure comes out, not what it is: it runs with
- *    the others (the README's figures come from `npm run bench` on an idle machine);
- * 3. those that need the machine to themselves (`ALONE`): a dead stack's leftovers, counted
+ *    group, 93 s alone). Side by side, each writes its report to test-output/, printed here
+ *    once both ended. The benchmark's smoke test checks that every figure comes out, not what it
+ *    is (the README's figures come from `npm run bench` on an idle machine);
+ * 3. the tests whose processes run on tight timers of their own (`FOREGROUND`), two at a time.
+ *    Where no cpu controller can be written, all the tests of real processes but the timed ones
+ *    run here, three at a time, and the timed ones after them;
+ * 4. those that need the machine to themselves (`ALONE`): a dead stack's leftovers, counted
  *    before any other stack starts (and reaps them).
  *
  * Every phase runs even when an earlier one failed; the exit status is non-zero if anything did.
@@ -54,7 +55,7 @@ const TIMED = [
 /**
  * Folders whose tests run their processes on tight timers of their own (a simulated guest that
  * powers off 300 ms after boot, a benchmark client's timeouts): beside the timed tests, in the
- * idle group, they waited seconds for the CPU and failed. They run after, three at a time.
+ * idle group, they waited seconds for the CPU and failed. They run after, two at a time.
  */
 const FOREGROUND = ['bench', 'host-agent']
 /** Tests with the machine to themselves. */
@@ -123,7 +124,7 @@ const steps = [
     ? [[{ name: 'real processes', concurrency: 3, files: untimed }], [timed]]
     : [
         [{ name: 'real processes', concurrency: 3, cpuGroup: idleGroup, files: untimed.filter((file) => !inForeground(file)) }, timed],
-        [{ name: 'real processes on tight timers', concurrency: 3, files: untimed.filter(inForeground) }]
+        [{ name: 'real processes on tight timers', concurrency: 2, files: untimed.filter(inForeground) }]
       ],
   [{ name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isListed(ALONE)) }]
 ]

@@ -165,7 +165,9 @@ describe('malformed and hostile requests', () => {
   it('answers 404 for unknown routes and 409 for operations the state forbids', async () => {
     await expectStatus(404, 'GET', '/v1/nothing')
     const id = newVmmId()
-    await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=2000'))
+    // A boot far longer than the 2 s the agent waits for one before it answers (BOOT_ANSWER_WAIT_MS):
+    // a 2 s boot raced that wait, and on a loaded machine was over, and the reboot allowed.
+    await agent.request('PUT', `/v1/vmms/${id}`, ensureBody('sim.boot_ms=30000'))
     await expectStatus(409, 'POST', `/v1/vmms/${id}/reboot`)
     await agent.request('DELETE', `/v1/vmms/${id}`)
     await expectStatus(409, 'POST', `/v1/vmms/${id}/power-button`, { killAfterMs: 0 })

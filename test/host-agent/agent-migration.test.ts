@@ -38,6 +38,8 @@ const client = new HostAgentClient({ token: TOKEN, timeoutMs: 20_000 })
 const VISIBLE = 'sim.migration_mib_per_s=128'
 /** About 4 s, as the guest dirties little: long enough to cancel, stop, or restart agents in the middle. */
 const SLOW = 'sim.migration_mib_per_s=32 sim.migration_dirty_mib_per_s=1'
+/** About 16 s: two agents killed and started again on a loaded machine took longer than SLOW's 4 s. */
+const SLOWER = 'sim.migration_mib_per_s=8 sim.migration_dirty_mib_per_s=1'
 
 interface Instance {
   instanceId: string
@@ -403,13 +405,13 @@ describe('live migration over Unix sockets between two hosts', { timeout: 10 * 6
   })
 
   it('both agents SIGKILLed mid-migration and restarted at once: the new agents follow it to its end', async () => {
-    const migration = await prepare(a, b, newInstance(SLOW))
+    const migration = await prepare(a, b, newInstance(SLOWER))
     await send(a, migration)
     await waitForPhase(b, migration.target.id, 'receiving')
     await Promise.all([a.kill(), b.kill()])
     await Promise.all([a.start(), b.start()])
     assert.equal((await b.vmm(migration.target.id)).migration?.phase, 'receiving', 'still under way')
-    assert.equal((await waitForPhase(b, migration.target.id, 'finished', 20_000)).state, 'running')
+    assert.equal((await waitForPhase(b, migration.target.id, 'finished', 40_000)).state, 'running')
     assert.equal((await a.waitForState(migration.source.id, 'destroyed')).exit?.cause, 'migrated')
     assert.equal((await b.vmm(migration.target.id)).pid, migration.target.pid, 'adopted, not started again')
   })
