@@ -11,34 +11,23 @@
  *    with `inject`, activities on a PostgreSQL of their own; no stack, no host network, no fixed
  *    port or directory), four files at a time: they wait on timers and on their servers more
  *    than they compute (two at a time left the two cores half idle);
- * 2. two runs side by side:
- *    - the tests of real processes (stacks, agents, simulators: every other folder), three files
- *      at a time, the longest folders first: each stack takes free ports, a data directory and
- *      network namespaces named after it, so two never meet. They keep both cores busy, and
- *      assert outcomes, not times;
- *    - those that assert times (`TIMED`: a double-run window, a kill's lateness, a calibrated
- *      busy loop), one at a time. Alone they left some 40 % of the two cores idle.
- *    The first run in a CPU control group marked idle (`cpu.idle`): the scheduler gives its
- *    processes only the CPU that nothing outside wants, so the timed tests have it whenever
- *    they want it. `nice` would not do: every stack component, PostgreSQL backend and VMM starts
- *    a session of its own, and the kernel's autogroups weigh each session alike whatever its
- *    niceness (a drain under fire took 10 minutes beside niced tests, 86 s beside the idle
- *    group, 93 s alone). Side by side, each writes its report to test-output/, printed here
- *    once both ended. The benchmark's smoke test checks that every figure comes out, not what it
- *    is (the README's figures come from `npm run bench` on an idle machine);
- * 3. the tests whose processes run on tight timers of their own (`FOREGROUND`), two at a time.
- *    Where no cpu controller can be written, all the tests of real processes but the timed ones
- *    run here, three at a time, and the timed ones after them;
- * 4. those that need the machine to themselves (`ALONE`): a dead stack's leftovers, counted
- *    before any other stack starts (and reaps them).
+ * 2. the tests of real processes (stacks, agents, simulators: every other folder), three files
+ *    at a time, the longest folders first: each stack takes free ports, a data directory and
+ *    network namespaces named after it, so two never meet. Three at a time keep both cores busy
+ *    (97 % in `vmstat`; two left more idle, and the suite took 1 min 31 s longer). Running the
+ *    timed tests beside them, the others in a CPU control group marked idle, starved those: a
+ *    worker that waits seconds for the CPU misses its 3 s workflow task timeout again and again,
+ *    and an operation took longer than its test's 20 s;
+ * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
+ *    kill's lateness, a calibrated busy loop), one at a time. The benchmark's smoke test checks
+ *    that every figure comes out, not what it is: it runs with the others (the README's figures
+ *    come from `npm run bench` on an idle machine).
  *
  * Every phase runs even when an earlier one failed; the exit status is non-zero if anything did.
  * Reports and the stacks' logs go to test-output/; the time each phase took is printed.
  */
-import { spawn } from 'node:child_process'
-import { once } from 'node:events'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
-import { delimiter, dirname, join, relative } from 'node:path'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
 import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.mjs'
 
 const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
@@ -47,24 +36,13 @@ const OUTPUT = join(REPO_ROOT, 'test-output')
 const FAST = ['unit', 'workflows', 'activities', 'api', 'db', 'replay']
 /** Folders of real processes that run longest, in that order; the others follow. */
 const LONGEST = ['faults', 'integration', 'stack', 'host-agent']
-/** Tests whose assertions or figures are times or CPU: at normal priority beside the niced rest. */
-const TIMED = [
-  'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
-  'faults/drain-under-fire', 'integration/unknown-is-not-dead'
-]
-/**
- * Folders whose tests run their processes on tight timers of their own (a simulated guest that
- * powers off 300 ms after boot, a benchmark client's timeouts): beside the timed tests, in the
- * idle group, they waited seconds for the CPU and failed. They run after, two at a time.
- */
-const FOREGROUND = ['bench', 'host-agent']
-/** Tests with the machine to themselves. */
+/** Tests whose assertions or figures are times or CPU, with the machine to themselves. */
 const ALONE = [
+  'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
+  'faults/drain-under-fire', 'integration/unknown-is-not-dead',
   // Kills a stack and counts what it left before another starts and reaps it.
   'stack/leftover-networks'
 ]
-/** The CPU control group of the tests that run beside the timed ones, under a cpu controller's root. */
-const IDLE_GROUP = 'vmplane-untimed-tests'
 
 const suiteStartedAt = Date.now()
 ensureInstalled()
@@ -109,114 +87,39 @@ if (run('npm', ['run', 'lint']) !== 0) failures.push('lint')
 const totals = { passed: 0, failed: 0, skipped: 0 }
 const timings = []
 const folders = testFolders()
-const isListed = (list) => (file) => list.some((name) => file.endsWith(`/${name}.test.js`))
+const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`))
 const realProcesses = [...LONGEST, ...folders.filter((f) => !FAST.includes(f) && !LONGEST.includes(f)).sort()]
   .filter((folder) => folders.includes(folder))
   .flatMap((folder) => testFiles(folder))
-const inForeground = (file) => FOREGROUND.some((folder) => file.startsWith(join(COMPILED_TESTS, folder, '/')))
-const idleGroup = idleCpuGroup()
-const untimed = realProcesses.filter((file) => !isListed(TIMED)(file) && !isListed(ALONE)(file))
-const timed = { name: 'real processes, timed', concurrency: 1, files: realProcesses.filter(isListed(TIMED)) }
-/** Phases one after the other; the phases of a step side by side. */
-const steps = [
-  [{ name: 'fast layer', concurrency: 4, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) }],
-  ...idleGroup === null
-    ? [[{ name: 'real processes', concurrency: 3, files: untimed }], [timed]]
-    : [
-        [{ name: 'real processes', concurrency: 3, cpuGroup: idleGroup, files: untimed.filter((file) => !inForeground(file)) }, timed],
-        [{ name: 'real processes on tight timers', concurrency: 2, files: untimed.filter(inForeground) }]
-      ],
-  [{ name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isListed(ALONE)) }]
+const phases = [
+  { name: 'fast layer', concurrency: 4, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
+  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) },
+  { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
 ]
-if (idleGroup === null) console.log('no cpu control group can be made here: the timed tests run after the others, not beside them')
-for (const step of steps) {
-  const phases = step.filter((phase) => phase.files.length > 0)
-  const reported = phases.length > 1 ? 'file' : 'stdout'
-  for (const phase of phases) {
-    const group = phase.cpuGroup === undefined ? '' : `, in the idle CPU group ${phase.cpuGroup}`
-    console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time${group}${reported === 'file' ? `, reported in ${relative(REPO_ROOT, reportFile(phase))}` : ''}`)
-  }
-  const ended = await Promise.all(phases.map(async (phase) => await runPhase(phase, reported)))
-  for (const { phase, status, ms } of ended) {
-    if (reported === 'file') {
-      console.log(`\n# ${phase.name}: its report`)
-      process.stdout.write(readFileSync(reportFile(phase), 'utf8'))
-    }
-    const counts = countResults(tapFile(phase))
-    totals.passed += counts.passed
-    totals.failed += counts.failed
-    totals.skipped += counts.skipped
-    if (status !== 0) failures.push(phase.name)
-    timings.push(`${phase.name} ${formatDuration(ms)}`)
-  }
+for (const phase of phases) {
+  if (phase.files.length === 0) continue
+  console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time`)
+  const tap = join(OUTPUT, `${phase.name.replaceAll(/[^a-z]+/g, '-')}.tap`)
+  const startedAt = Date.now()
+  const status = run(process.execPath, [
+    '--test', `--test-concurrency=${phase.concurrency}`,
+    '--test-reporter=spec', '--test-reporter-destination=stdout',
+    '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+    ...phase.files
+  ], testEnv)
+  const counts = countResults(tap)
+  totals.passed += counts.passed
+  totals.failed += counts.failed
+  totals.skipped += counts.skipped
+  if (status !== 0) failures.push(phase.name)
+  timings.push(`${phase.name} ${formatDuration(Date.now() - startedAt)}`)
 }
-if (idleGroup !== null) removeGroup(idleGroup)
 console.log(`\ntime by phase: ${timings.join(', ')}; in all ${formatDuration(Date.now() - suiteStartedAt)}`)
 
 if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
 // The summary comes last, alone on its line, where CI reads it.
 console.log(`\ntests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`)
 process.exit(failures.length > 0 ? 1 : 0)
-
-/**
- * Runs a phase's files with Node's test runner (in its CPU group when it has one, which every
- * process it starts inherits), its spec report to stdout or to its file, its TAP report to its file.
- */
-async function runPhase (phase, reported) {
-  const startedAt = Date.now()
-  const args = [
-    '--test', `--test-concurrency=${phase.concurrency}`,
-    '--test-reporter=spec', `--test-reporter-destination=${reported === 'file' ? reportFile(phase) : 'stdout'}`,
-    '--test-reporter=tap', `--test-reporter-destination=${tapFile(phase)}`,
-    ...phase.files
-  ]
-  // The shell moves itself into the group, then becomes the test runner.
-  const [command, commandArgs] = phase.cpuGroup === undefined
-    ? [process.execPath, args]
-    : ['sh', ['-c', 'echo $$ > "$0" && exec "$@"', join(phase.cpuGroup, 'cgroup.procs'), process.execPath, ...args]]
-  const child = spawn(command, commandArgs, { cwd: REPO_ROOT, stdio: 'inherit', env: testEnv })
-  const [code, signal] = await once(child, 'exit')
-  return { phase, status: code ?? (signal === null ? 1 : 128), ms: Date.now() - startedAt }
-}
-
-/**
- * A CPU control group marked idle (Linux 5.15's `cpu.idle`), under the cgroup v1 cpu controller or
- * a cgroup v2 root that delegates it; null where none can be made (no root, no such controller).
- */
-function idleCpuGroup () {
-  for (const root of ['/sys/fs/cgroup/cpu', '/sys/fs/cgroup']) {
-    if (!existsSync(join(root, 'cgroup.procs'))) continue
-    const group = join(root, IDLE_GROUP)
-    try {
-      mkdirSync(group, { recursive: true })
-      writeFileSync(join(group, 'cpu.idle'), '1')
-      return group
-    } catch {
-      removeGroup(group)
-    }
-  }
-  return null
-}
-
-function removeGroup (group) {
-  try {
-    rmdirSync(group)
-  } catch {
-    // Gone already, or something still runs in it.
-  }
-}
-
-function reportFile (phase) {
-  return join(OUTPUT, `${slug(phase)}.txt`)
-}
-
-function tapFile (phase) {
-  return join(OUTPUT, `${slug(phase)}.tap`)
-}
-
-function slug (phase) {
-  return phase.name.replaceAll(/[^a-z]+/g, '-')
-}
 
 /** The folders of dist/test that hold tests. */
 function testFolders () {
