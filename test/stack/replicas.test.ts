@@ -138,6 +138,9 @@ describe('API and worker replicas', { timeout: 10 * 60_000 }, () => {
       assert.equal(workers[killed], holder, `the execution's last task ran on one of the stack's workers (${holder})`)
       await stack.kill(killed)
       await waitForState(stack, id, 'running')
+      // The instance reads running once its activity has recorded it, before the execution's last
+      // workflow task: the history is read once the execution has ended.
+      await history.result()
       const identities = workersAfter(await history.fetchHistory(), holder)
       assert.ok(identities.includes(workers[other]), `the other worker (${workers[other]}) took the execution over: ${identities.join(', ')}`)
       const seconds = await operationSeconds(created.operation.id)
