@@ -24,4 +24,14 @@ describe('the JSON serializer', () => {
       warn.mock.restore()
     }
   })
+
+  it('compiles a schema once, for every route and status it answers for', () => {
+    const schema = z.object({ title: z.string(), status: z.number() })
+    const first = jsonSerializerCompiler({ schema, method: 'GET', url: '/a', httpStatus: '404' })
+    const again = jsonSerializerCompiler({ schema, method: 'POST', url: '/b', httpStatus: '409' })
+    assert.equal(again, first)
+    const other = jsonSerializerCompiler({ schema: z.object({ title: z.string() }), method: 'GET', url: '/a', httpStatus: '404' })
+    assert.notEqual(other, first)
+    assert.equal(first({ title: 'Not Found', status: 404, extra: true }), '{"title":"Not Found","status":404}')
+  })
 })
