@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 import { eventsOf, newInstance, runningInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { waitFor } from '../../stack/wait.js'
 
 const BOUND_SECONDS = 5
 /**
@@ -28,6 +29,16 @@ describe('stop always terminates', () => {
     assert.equal(response.status, 202, JSON.stringify(response.body))
     const stopped = await waitForState(stack, id, 'stopped', (graceSeconds + 30) * 1000)
     return { seconds: (Date.now() - started) / 1000, stopped }
+  }
+
+  /** When an agent of the host started after `after` (ms since the epoch) first answers. */
+  async function agentAnswering (hostId: string, after: number): Promise<number> {
+    const agent = stack.info.hosts.find((host) => host.id === hostId)!
+    return await waitFor(`an agent of ${hostId} started after ${new Date(after).toISOString()} answering`, async () => {
+      const answer = await fetch(`${agent.url}/healthz`, { headers: { authorization: `Bearer ${stack.info.agentToken}` }, signal: AbortSignal.timeout(1000) }).catch(() => null)
+      const health = answer?.ok === true ? await answer.json() as { startedAt: string } : null
+      return health !== null && Date.parse(health.startedAt) > after ? Date.now() : null
+    }, { timeoutMs: 60_000, intervalMs: 50 })
   }
 
   async function assertStoppedWithin (id: string, grace: number, vmm: { id: string, hostId: string }, measured: { seconds: number, stopped: InstanceBody }, reason: RegExp, bound = BOUND_SECONDS): Promise<void> {
@@ -90,9 +101,17 @@ describe('stop always terminates', () => {
     const started = Date.now()
     assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop`, { graceSeconds: 4 })).status, 202)
     await waitForInstance(stack, instance.id, (i) => i.vmm?.state === 'stopping')
+    const killedAt = Date.now()
     await stack.kill(`agent-${instance.vmm!.hostId}`)
-    const stopped = await waitForState(stack, instance.id, 'stopped', 60_000)
-    await assertStoppedWithin(instance.id, 4, instance.vmm!, { seconds: (Date.now() - started) / 1000, stopped }, /grace period of 4 s expired; VMM killed/)
+    const [{ stopped, seconds }, restarted] = await Promise.all([
+      waitForState(stack, instance.id, 'stopped', 60_000).then((stopped) => ({ stopped, seconds: (Date.now() - started) / 1000 })),
+      agentAnswering(instance.vmm!.hostId, killedAt)
+    ])
+    // The bound runs from the deadline, or from the new agent's start when that is later: the
+    // agent's restart is its service manager's and the machine's (run 56: 10.4 s in all, on a
+    // machine lending less CPU under load), the kill on time once it runs is the agent's.
+    const from = Math.max(started + 4_000, restarted)
+    await assertStoppedWithin(instance.id, 4, instance.vmm!, { seconds, stopped }, /grace period of 4 s expired; VMM killed/, BOUND_SECONDS + Math.max(0, (from - started) / 1000 - 4))
   })
 
   it('a worker killed during the stop does not delay it: the agent kills on time and the new worker records it', async () => {
