@@ -1,11 +1,11 @@
 /**
  * API reads against a large table: 10,000 stopped instances are written straight into
- * PostgreSQL (reads do not care how a row got there, and making them through workflows would
- * time the writes, not the reads), then every page of `GET /v1/instances?limit=100` is read in
+ * PostgreSQL (test/helpers/instance-rows.ts), then every page of `GET /v1/instances?limit=100` is read in
  * order, a few times over, and `GET /v1/instances/:id` for instances picked at random. One
  * request at a time, so each is timed alone. The rows are removed afterwards.
  */
 import { api } from '../test/helpers/launcher.js'
+import { insertBareInstances } from '../test/helpers/instance-rows.js'
 import { createPool } from '../db/pool.js'
 import { percentile, round } from './stats.js'
 
@@ -23,13 +23,7 @@ export async function measureApiReads (
 ): Promise<ReadFigures> {
   const pool = createPool(stack.databaseUrl, 1)
   try {
-    const { rows } = await pool.query<{ id: string }>(
-      `INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state)
-       SELECT gen_random_uuid(), $1 || n, 1, 64, '{"kernel": "vmlinux"}', 30, 'stopped', 'stopped'
-         FROM generate_series(1, $2::int) AS n
-       RETURNING id`,
-      [NAME_PREFIX, options.rows]
-    )
+    const ids = await insertBareInstances(pool, { prefix: NAME_PREFIX, count: options.rows })
     await pool.query('ANALYZE instances')
     const client = api(stack)
     const timed = async (path: string, into: number[]): Promise<any> => {
@@ -49,9 +43,9 @@ export async function measureApiReads (
       } while (cursor !== null)
     }
     const getMs: number[] = []
-    for (let i = 0; i < options.gets; i++) await timed(`/v1/instances/${rows[Math.floor(Math.random() * rows.length)].id}`, getMs)
+    for (let i = 0; i < options.gets; i++) await timed(`/v1/instances/${ids[Math.floor(Math.random() * ids.length)]}`, getMs)
 
-    await pool.query('DELETE FROM instances WHERE id = ANY($1::uuid[])', [rows.map((r) => r.id)])
+    await pool.query('DELETE FROM instances WHERE id = ANY($1::uuid[])', [ids])
     return { rows: options.rows, list: summary(listMs), get: summary(getMs) }
   } finally {
     await pool.end()

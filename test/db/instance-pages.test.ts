@@ -9,8 +9,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceViewRowsAfter } from '../../db/instance-views.js'
-import type { Queryable } from '../../db/pool.js'
 import { startDatabase, type TestDatabase } from '../helpers/database.js'
+import { insertBareInstances } from '../helpers/instance-rows.js'
 
 const DESTROYED = 2_000
 const LIVE = 150
@@ -23,8 +23,8 @@ describe('pages of the instance list', { timeout: 60_000 }, () => {
   before(async () => {
     database = await startDatabase()
     // The destroyed ones first, so they lie ahead of every live one in insertion order.
-    await insertInstances(database.pool, 'gone-', DESTROYED, 'destroyed')
-    await insertInstances(database.pool, 'live-', LIVE, 'stopped')
+    await insertBareInstances(database.pool, { prefix: 'gone-', count: DESTROYED, destroyed: true })
+    await insertBareInstances(database.pool, { prefix: 'live-', count: LIVE })
     await database.pool.query('ANALYZE instances')
   })
   after(async () => { await database?.stop() })
@@ -68,14 +68,3 @@ describe('pages of the instance list', { timeout: 60_000 }, () => {
     assert.ok(page.rowsRead <= PAGE + PLANNER_PROBE, `the page read ${page.rowsRead} rows of instances for its ${PAGE}`)
   })
 })
-
-async function insertInstances (db: Queryable, prefix: string, count: number, state: 'destroyed' | 'stopped'): Promise<void> {
-  await db.query(
-    `INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state, destroyed_at)
-     SELECT gen_random_uuid(), $1 || n, 1, 64, '{"kernel": "vmlinux"}', 30, $3, $3,
-            CASE WHEN $3 = 'destroyed' THEN now() END
-       FROM generate_series(1, $2::int) AS n
-      ORDER BY n`,
-    [prefix, count, state]
-  )
-}
