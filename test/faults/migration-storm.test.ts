@@ -58,6 +58,7 @@ import { hostOf, newInstance, waitForState, type InstanceBody } from '../helpers
 import { temporalCli } from '../helpers/operator.js'
 import { cutHost, healHost } from '../helpers/partition.js'
 import { api, type ApiResponse, type TestStack } from '../helpers/stack.js'
+import { temporalTrouble } from '../helpers/temporal-trouble.js'
 
 /** About 4 s to send 256 MiB: long enough for a fault to land while it is sent. */
 const SLOW = 'sim.migration_mib_per_s=64 sim.migration_dirty_mib_per_s=8'
@@ -195,7 +196,10 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
   })
 
   it('ends every operation and every drain once every host is uncordoned', async () => {
-    for (const host of hostIds()) assert.equal((await api(stack).post(`/v1/hosts/${host}/uncordon`)).status, 200)
+    for (const host of hostIds()) {
+      const uncordoned = await api(stack).post(`/v1/hosts/${host}/uncordon`)
+      assert.equal(uncordoned.status, 200, `uncordon ${host}: ${JSON.stringify(uncordoned.body)}\n${await temporalTrouble(stack)}`)
+    }
     let open: unknown[] = []
     await waitFor('every operation and drain to end', async () => {
       const { rows } = await db.query(
@@ -204,7 +208,7 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
       )
       open = rows
       return rows.length === 0 ? true : null
-    }, { timeoutMs: END_TIMEOUT_MS, intervalMs: 1000, detail: () => `still open: ${JSON.stringify(open)}` })
+    }, { timeoutMs: END_TIMEOUT_MS, intervalMs: 1000, detail: async () => `still open: ${JSON.stringify(open)}\n${await temporalTrouble(stack)}` })
   })
 
   it('holds every invariant: no leaked reservation, no orphan, every instance at its intent', async () => {

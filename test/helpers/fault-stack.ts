@@ -7,6 +7,7 @@
 import { checkInvariants, violationsOf, type InvariantReport } from './invariants.js'
 import { waitFor } from '../../stack/wait.js'
 import { startStack, type TestStack } from './stack.js'
+import { temporalTrouble } from './temporal-trouble.js'
 
 /** What each case waits for at most: a restart, Temporal's timeouts, a reconcile pass. */
 export const CASE_TIMEOUT_MS = 120_000
@@ -26,11 +27,11 @@ export async function startFaultStack (hosts: number, env: Record<string, string
   })
 }
 
-/** Waits until the stack holds every invariant, and returns what the check found. */
+/** Waits until the stack holds every invariant, and returns what the check found (or says what Temporal went through). */
 export async function settled (stack: TestStack): Promise<InvariantReport> {
   let last: InvariantReport | null = null
   return await waitFor('the stack to hold every invariant', async () => {
     last = await checkInvariants(stack.info)
     return violationsOf(last).length === 0 ? last : null
-  }, { timeoutMs: CASE_TIMEOUT_MS, intervalMs: 500, detail: () => violationsOf(last ?? {} as InvariantReport).join('\n') })
+  }, { timeoutMs: CASE_TIMEOUT_MS, intervalMs: 500, detail: async () => `${violationsOf(last ?? {} as InvariantReport).join('\n')}\n${await temporalTrouble(stack)}` })
 }

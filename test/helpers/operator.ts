@@ -4,17 +4,38 @@
  * record of its passes, where what they do shows.
  */
 import { execFile } from 'node:child_process'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { waitFor } from '../../stack/wait.js'
 import { api, type TestStack } from './stack.js'
 
 const run = promisify(execFile)
 
+/**
+ * What the server answers, through the CLI, when it cannot take a request now (gRPC Unavailable):
+ * its history shard reloading after a write whose outcome it does not know, or the server not
+ * listening yet. An operator runs the command again; so does `temporalCli`.
+ */
+const SERVER_UNAVAILABLE = /shard status unknown|code = Unavailable|connection refused/
+const UNAVAILABLE_PATIENCE_MS = 30_000
+
+/**
+ * Runs the Temporal CLI against the stack, again while the server is unavailable (for up to
+ * 30 s). A signal whose first sending the server could not confirm may arrive twice: the
+ * signals the tests send this way (declareHostLost, readmitHost, …) ask for a state, so a
+ * second changes nothing.
+ */
 export async function temporalCli (stack: TestStack, ...args: string[]): Promise<string> {
-  const { stdout } = await run(process.env.TEMPORAL_CLI ?? 'temporal', [
-    ...args, '--address', stack.info.temporalAddress, '--namespace', stack.info.namespace
-  ])
-  return stdout
+  const command = [...args, '--address', stack.info.temporalAddress, '--namespace', stack.info.namespace]
+  const deadline = Date.now() + UNAVAILABLE_PATIENCE_MS
+  for (;;) {
+    try {
+      return (await run(process.env.TEMPORAL_CLI ?? 'temporal', command)).stdout
+    } catch (err) {
+      if (!SERVER_UNAVAILABLE.test(String((err as { stderr?: unknown }).stderr)) || Date.now() >= deadline) throw err
+      await sleep(1000)
+    }
+  }
 }
 
 export async function tctl (stack: TestStack, ...args: string[]): Promise<string> {
