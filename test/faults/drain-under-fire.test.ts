@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { isRunning } from '../../stack/processes.js'
 import { waitFor } from '../../stack/wait.js'
 import { CASE_TIMEOUT_MS, settled, startFaultStack } from '../helpers/fault-stack.js'
 import { DOUBLE_RUN_BOUND_MS, sampleGuests } from '../helpers/guest-sampler.js'
@@ -62,13 +61,9 @@ describe('a drain under fire', { timeout: 20 * 60_000 }, () => {
     for (let n = 0; n < KILL_ROUNDS * fire.length && await drainOf(drained) === 'draining' && Date.now() < giveUpAt; n++) {
       await sleep(1500)
       const component = fire[n % fire.length]!
-      const victim = await stack.pid(component)
       await stack.kill(component)
       killed.push(component)
-      await waitFor(`${component} restarted`, async () => {
-        const pid = await stack.pid(component)
-        return pid !== victim && await isRunning(pid) ? pid : null
-      }, { timeoutMs: 60_000, detail: () => stack.tail() })
+      await stack.waitForRestart(component)
     }
     await waitFor('the drain to end', async () => await drainOf(drained) === 'draining' ? null : true, { timeoutMs: Math.max(0, giveUpAt - Date.now()), intervalMs: 500 })
     const host = (await api(stack).get<{ drain: { status: string, migrated: number, failed: number } }>(`/v1/hosts/${drained}`)).body
