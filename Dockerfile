@@ -1,5 +1,5 @@
 # One image for every vmplane process; the command picks the process:
-#   node dist/bin/api.js | node dist/bin/worker.js | node dist/bin/agent.js | node dist/bin/migrate.js
+#   node dist/bundle/api.js | node dist/bin/worker.js | node dist/bundle/agent.js | node dist/bin/migrate.js
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -8,8 +8,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund || npm install --no-save --no-audit --no-fund
 COPY . .
 # The product alone (tsconfig.build.json: no test, script, benchmark or dev stack), its workflows
-# bundled, then only its runtime dependencies kept (test/deploy/image.test.ts holds both).
-RUN npx tsc -p tsconfig.build.json && node scripts/build/bundle-workflows.mjs && npm prune --omit=dev
+# bundled, the agent and the API bundled (they start faster so), then only its runtime
+# dependencies kept (test/deploy/image.test.ts holds both).
+RUN npx tsc -p tsconfig.build.json && node scripts/build/bundle-workflows.mjs && node scripts/build/bundle-entry-points.mjs && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
 WORKDIR /app
@@ -21,4 +22,4 @@ COPY --from=build /app/db ./db
 # Hosts run the real program; the release binary is static.
 ARG CLOUD_HYPERVISOR_VERSION=v48.0
 ADD --chmod=755 https://github.com/cloud-hypervisor/cloud-hypervisor/releases/download/${CLOUD_HYPERVISOR_VERSION}/cloud-hypervisor-static /usr/local/bin/cloud-hypervisor
-CMD ["node", "dist/bin/api.js"]
+CMD ["node", "dist/bundle/api.js"]

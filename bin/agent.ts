@@ -1,7 +1,7 @@
 /**
- * `node dist/bin/agent.js`: the host agent of one hypervisor host. Settings come from the
- * environment (`agentConfig` in config/index.ts). SIGTERM or SIGINT stops the agent and leaves
- * its VMMs running; the next agent on the same state directory adopts them.
+ * `node dist/bundle/agent.js` (this file bundled): the host agent of one hypervisor host.
+ * Settings come from the environment (`agentConfig` in config/index.ts). SIGTERM or SIGINT stops
+ * the agent and leaves its VMMs running; the next agent on the same state directory adopts them.
  */
 import { agentConfig, loadConfigOrExit } from '../config/index.js'
 import { startAgent } from '../host-agent/agent.js'

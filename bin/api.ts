@@ -1,4 +1,4 @@
-/** `node dist/bin/api.js`: serves the HTTP API until SIGINT or SIGTERM. */
+/** `node dist/bundle/api.js` (this file bundled): serves the HTTP API until SIGINT or SIGTERM. */
 import { apiConfig, loadConfigOrExit } from '../config/index.js'
 import { buildServer } from '../api/server.js'
 import { createLogger } from '../log/logger.js'

@@ -1,10 +1,10 @@
 /**
  * The control plane's own processes, as the stack runs them: the worker, one host agent per
- * simulated (or real) host, and the API. Each is `node dist/bin/<entry>.js` with the
- * environment its section of config/index.ts reads. An agent runs inside its host's network
- * namespace (`ip netns exec`, which execs, so the PID is node's) on its host's address on the
- * stack's LAN (stack-lan.ts): it makes its TAPs and starts its VMMs in the namespace it is in, as
- * an agent on a real host does, and reaches Temporal across the LAN.
+ * simulated (or real) host, and the API. Each is `node <entry>.js` with the environment its
+ * section of config/index.ts reads. An agent runs inside its host's network namespace (`ip netns
+ * exec`, which execs, so the PID is node's) on its host's address on the stack's LAN
+ * (stack-lan.ts): it makes its TAPs and starts its VMMs in the namespace it is in, as an agent on
+ * a real host does, and reaches Temporal across the LAN.
  */
 import { access } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -55,8 +55,11 @@ export interface Replica {
   url: string
 }
 
-const ENTRY_POINTS = ['worker', 'agent', 'api'].map((name) => join(REPO_ROOT, 'dist', 'bin', `${name}.js`))
-const [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY] = ENTRY_POINTS
+/** The worker as tsc compiled it; the agent and the API bundled (scripts/build/bundle-entry-points.mjs). */
+const WORKER_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'worker.js')
+const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
+const API_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'api.js')
+const ENTRY_POINTS = [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY]
 
 /** Fails with a clear message when a component has not been built. */
 export async function checkEntryPoints (): Promise<void> {

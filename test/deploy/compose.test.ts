@@ -108,9 +108,10 @@ describe('docker-compose.yml', () => {
 
   it('has the multi-machine shape\'s vmplane services, with their tokens', async () => {
     const services = await rendered()
-    for (const [name, program] of [['vmplane-migrate', 'migrate'], ['vmplane-api', 'api'], ['vmplane-worker', 'worker'], ['host-agent', 'agent']]) {
+    // The agent and the API bundled (scripts/build/bundle-entry-points.mjs), as the dev stack runs them.
+    for (const [name, entry] of [['vmplane-migrate', 'bin/migrate'], ['vmplane-api', 'bundle/api'], ['vmplane-worker', 'bin/worker'], ['host-agent', 'bundle/agent']]) {
       assert.ok(services[name].build !== undefined, `${name} is built from the Dockerfile`)
-      assert.deepEqual(services[name].command, ['node', `dist/bin/${program}.js`])
+      assert.deepEqual(services[name].command, ['node', `dist/${entry}.js`])
     }
     for (const name of ['vmplane-api', 'vmplane-worker']) {
       assert.equal(services[name].depends_on?.['vmplane-migrate']?.condition, 'service_completed_successfully', `${name} waits for the migration`)

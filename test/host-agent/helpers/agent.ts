@@ -1,5 +1,5 @@
 /**
- * A real host-agent process for a test (`node dist/bin/agent.js`), on its own state, image and
+ * A real host-agent process for a test (`node dist/bundle/agent.js`), on its own state, image and
  * storage directories under /tmp, its own network namespace (with the bridge its TAPs go on) and
  * a free port, with short timeouts set through its configuration. Its clock can be set ahead or
  * behind the test's (libfaketime, `clockOffsetSeconds`), as a host's clock may be the control plane's.
@@ -25,7 +25,8 @@ import { after, before } from 'node:test'
 import { WebSocket } from 'ws'
 import { SIMULATOR_BINARY, buildSimulator } from './simulator.js'
 
-export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'agent.js')
+/** The agent as the stack and the image run it: bundled (scripts/build/bundle-entry-points.mjs). */
+export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
 export const TOKEN = 'test-token-0123456789abcdef'
 
