@@ -57,7 +57,7 @@ export interface Replica {
 
 /** The worker as tsc compiled it; the agent and the API bundled (scripts/build/bundle-entry-points.mjs). */
 const WORKER_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'worker.js')
-const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
+export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
 const API_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'api.js')
 const ENTRY_POINTS = [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY]
 

@@ -15,14 +15,14 @@
  *   is not bundled: one copy of each @temporalio package must serve both the SDK and the
  *   activities, whose failures the SDK recognises by class).
  *
- * Each module's `import.meta.url` is rewritten to its own file's URL, relative to the bundle, so
- * that a path found from it (none is, today, in the agent's or the API's code) is the one the
- * unbundled module would find. Source maps are linked, for `node --enable-source-maps`.
+ * In a bundle, `import.meta.url` is the bundle's, not the module's: a path found from it would be
+ * wrong. None of the agent's or the API's modules uses it; the build fails if one comes to.
+ * Source maps are linked, for `node --enable-source-maps`.
  *
  * Plain JavaScript, run on the compiled product after tsc (`npm run build`, and the Dockerfile).
  */
 import { readFile } from 'node:fs/promises'
-import { dirname, join, relative } from 'node:path'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 
@@ -30,19 +30,6 @@ const DIST = fileURLToPath(new URL('../../dist', import.meta.url))
 const OUT_DIR = join(DIST, 'bundle')
 const ENTRY_POINTS = ['agent', 'api']
 const EXTERNAL = ['@fastify/swagger', '@fastify/swagger-ui', 'pino', 'pino-pretty', '@temporalio/worker', '@temporalio/core-bridge']
-
-/** `import.meta.url` of each compiled file as that file's own URL, wherever the bundle is. */
-const ownImportMetaUrl = {
-  name: 'own-import-meta-url',
-  setup (builder) {
-    builder.onLoad({ filter: /\.m?js$/ }, async ({ path }) => {
-      const contents = await readFile(path, 'utf8')
-      if (!contents.includes('import.meta.url')) return undefined
-      const fromBundle = relative(OUT_DIR, path)
-      return { contents: contents.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle)}, import.meta.url).href`), loader: 'js', resolveDir: dirname(path) }
-    })
-  }
-}
 
 await build({
   entryPoints: Object.fromEntries(ENTRY_POINTS.map((name) => [name, join(DIST, 'bin', `${name}.js`)])),
@@ -53,9 +40,13 @@ await build({
   target: 'node20',
   sourcemap: 'linked',
   external: EXTERNAL,
-  plugins: [ownImportMetaUrl],
   logLevel: 'warning',
   // The CommonJS packages in the bundle call `require` for Node's built-ins.
   banner: { js: "import { createRequire as createBundleRequire } from 'node:module'; const require = createBundleRequire(import.meta.url);" }
 })
+for (const name of ENTRY_POINTS) {
+  // The banner's own use is the one expected.
+  const uses = (await readFile(join(OUT_DIR, `${name}.js`), 'utf8')).split('import.meta.url').length - 1
+  if (uses > 1) throw new Error(`dist/bundle/${name}.js: a bundled module reads import.meta.url, which is the bundle's here; find its path another way, or leave its package out of the bundle`)
+}
 console.log(`bundled ${ENTRY_POINTS.join(' and ')} into ${OUT_DIR}`)

@@ -14,7 +14,8 @@ import type { VmmView } from '../../domain/host-agent-api.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
 import { freePorts } from '../helpers/launcher.js'
 import { waitUntil } from '../../stack/wait.js'
-import { AGENT_ENTRY, agentRecord, newVmmId, TestAgent } from './helpers/agent.js'
+import { AGENT_ENTRY } from '../../stack/components.js'
+import { agentRecord, newVmmId, TestAgent } from './helpers/agent.js'
 import { buildSimulator, processExists, SIMULATOR_BINARY } from './helpers/simulator.js'
 
 let agent: TestAgent

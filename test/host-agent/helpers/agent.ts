@@ -15,6 +15,7 @@ import type { VmmView } from '../../../domain/host-agent-api.js'
 import { findVmmProcesses } from '../../../host-agent/supervisor/adoption.js'
 import type { RunningProcess } from '../../../host-agent/process/proc.js'
 import type { AgentVmmRecord } from '../../../host-agent/store/record.js'
+import { AGENT_ENTRY } from '../../../stack/components.js'
 import { createHostNetwork, type HostNetwork } from '../../../stack/host-network.js'
 import { writeStandInImages } from '../../../stack/hypervisor.js'
 import { freePorts } from '../../helpers/launcher.js'
@@ -25,8 +26,6 @@ import { after, before } from 'node:test'
 import { WebSocket } from 'ws'
 import { SIMULATOR_BINARY, buildSimulator } from './simulator.js'
 
-/** The agent as the stack and the image run it: bundled (scripts/build/bundle-entry-points.mjs). */
-export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output', 'host-agent')
 export const TOKEN = 'test-token-0123456789abcdef'
 
