@@ -45,6 +45,7 @@ async function carryOut (deps: ReconcilerDependencies, hostId: string, mend: Hos
   switch (mend.mend) {
     case 'orphan-waiting': return tally.count('orphansWaiting')
     case 'stray-waiting': return tally.count('straysWaiting')
+    case 'report-waiting': return tally.count('reportsWaiting')
     case 'reap-orphan': {
       const { vmm, why } = mend
       return await tally.act('orphansReaped', `reaping orphan VMM ${vmm.id} of instance ${vmm.instanceId} on ${hostId}: ${why}`,

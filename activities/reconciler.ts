@@ -12,7 +12,8 @@
  * - a TAP no live VMM on the host has is removed (the agent checks again, once no change of
  *   that TAP is in flight, that no VMM took it meanwhile);
  * - a VMM the agent reports at a newer generation than PostgreSQL holds is reported again (a
- *   report that never arrived);
+ *   report that never arrived), once its last change is older than the grace period: a change
+ *   younger than that is still on its way, in an ensure's answer or the agent's outbox;
  * - a VMM PostgreSQL believes live that the agent has no record of, though the agent has
  *   reported it before, is reported gone once the agent, asked about that VMM after PostgreSQL
  *   was read, affirms it does not have it: one of the positive signals that may end a VMM (I2). One never reported belongs to the start that

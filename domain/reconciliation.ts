@@ -32,6 +32,11 @@ export type HostMend =
   /** A VMM the agent reports at a newer generation than PostgreSQL holds: a report that never arrived. */
   | { mend: 'resend-report', vmm: VmmView, recordedGeneration: number }
   /**
+   * The same, of a change made a moment ago: an ensure's answer or the agent's outbox is still
+   * carrying it, and sending it as well would only make the instance's execution record it twice.
+   */
+  | { mend: 'report-waiting', vmm: VmmView }
+  /**
    * A VMM PostgreSQL holds live that the agent's inventory lacks, though the agent has reported
    * it before: gone only if the agent, asked about it now, affirms it has no such VMM (the
    * inventory was read before PostgreSQL; a VMM made in between is missing from it).
@@ -56,7 +61,7 @@ export function hostMends (found: { vmms: VmmView[], strays: StrayView[], taps: 
       const why = row === undefined ? 'unknown to the control plane' : row.instanceDestroyed ? 'its instance is destroyed' : `recorded ${row.vmm.state}`
       mends.push({ mend: 'reap-orphan', vmm: view, why })
     } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
-      mends.push({ mend: 'resend-report', vmm: view, recordedGeneration: row.vmm.generation })
+      mends.push(young(view.updatedAt, clock) ? { mend: 'report-waiting', vmm: view } : { mend: 'resend-report', vmm: view, recordedGeneration: row.vmm.generation })
     }
   }
   const listed = new Set(found.vmms.map((v) => v.id))

@@ -13,8 +13,8 @@ const clock = { now: NOW, graceMs: 60_000 }
 const OLD = '2026-11-27T11:00:00Z'
 const YOUNG = '2026-11-27T11:59:30Z'
 
-function view (id: string, state: VmmState, generation: number, createdAt = OLD): VmmView {
-  return { id, instanceId: `i-${id}`, state, generation, createdAt } as unknown as VmmView
+function view (id: string, state: VmmState, generation: number, createdAt = OLD, updatedAt = createdAt): VmmView {
+  return { id, instanceId: `i-${id}`, state, generation, createdAt, updatedAt } as unknown as VmmView
 }
 
 function known (id: string, state: VmmState, generation: number, options: { instanceDestroyed?: boolean, createdAt?: string } = {}): [string, KnownVmm] {
@@ -31,6 +31,7 @@ function said (m: HostMend): string {
     case 'reap-orphan': return `reap-orphan ${m.vmm.id}: ${m.why}`
     case 'orphan-waiting': return `orphan-waiting ${m.vmm.id}`
     case 'resend-report': return `resend-report ${m.vmm.id} (${m.recordedGeneration} → ${m.vmm.generation})`
+    case 'report-waiting': return `report-waiting ${m.vmm.id}`
     case 'ask-if-gone': return `ask-if-gone ${m.vmm.id}`
     case 'reap-stray': return `reap-stray ${m.stray.pid}`
     case 'stray-waiting': return `stray-waiting ${m.stray.pid}`
@@ -47,6 +48,12 @@ describe('hostMends', () => {
     { name: 'a live VMM of a destroyed instance is an orphan', vmms: [view('a', 'running', 3)], known: [known('a', 'running', 3, { instanceDestroyed: true })], mends: ['reap-orphan a: its instance is destroyed'] },
     { name: 'an ended VMM nobody knows is nothing to reap', vmms: [view('a', 'destroyed', 4)], mends: [] },
     { name: 'the agent ahead of PostgreSQL: its report is sent again', vmms: [view('a', 'running', 5)], known: [known('a', 'running', 3)], mends: ['resend-report a (3 → 5)'] },
+    {
+      name: 'the agent ahead of PostgreSQL by a change of a moment ago: its answer or its outbox is carrying it',
+      vmms: [view('a', 'starting', 1, YOUNG), view('b', 'running', 5, OLD, YOUNG)],
+      known: [known('a', 'starting', 0, { createdAt: YOUNG }), known('b', 'running', 4)],
+      mends: ['report-waiting a', 'report-waiting b']
+    },
     { name: 'PostgreSQL ahead of the agent: nothing', vmms: [view('a', 'running', 3)], known: [known('a', 'stopping', 4)], mends: [] },
     { name: 'a VMM recorded live the inventory lacks: ask the agent about it', known: [known('a', 'running', 3)], mends: ['ask-if-gone a'] },
     { name: 'one never reported is its start’s to settle', known: [known('a', 'starting', 0)], mends: [] },
