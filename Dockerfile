@@ -1,5 +1,5 @@
 # One image for every vmplane process; the command picks the process:
-#   node dist/bundle/api.js | node dist/bin/worker.js | node dist/bundle/agent.js | node dist/bin/migrate.js
+#   node dist/bundle/api.js | node dist/bundle/worker.js | node dist/bundle/agent.js | node dist/bin/migrate.js
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -8,7 +8,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund || npm install --no-save --no-audit --no-fund
 COPY . .
 # The product alone (tsconfig.build.json: no test, script, benchmark or dev stack), its workflows
-# bundled, the agent and the API bundled (they start faster so), then only its runtime
+# bundled, the agent, the API and the worker bundled (they start faster so), then only its runtime
 # dependencies kept (test/deploy/image.test.ts holds both).
 RUN npx tsc -p tsconfig.build.json && node scripts/build/bundle-workflows.mjs && node scripts/build/bundle-entry-points.mjs && npm prune --omit=dev
 

@@ -1,4 +1,4 @@
-/** `node dist/bin/worker.js`: runs the worker until SIGINT or SIGTERM. */
+/** `node dist/bundle/worker.js` (this file bundled): runs the worker until SIGINT or SIGTERM. */
 import { loadConfigOrExit, workerConfig } from '../config/index.js'
 import { createLogger } from '../log/logger.js'
 import { runWorker } from '../worker/index.js'

@@ -55,8 +55,8 @@ export interface Replica {
   url: string
 }
 
-/** The worker as tsc compiled it; the agent and the API bundled (scripts/build/bundle-entry-points.mjs). */
-const WORKER_ENTRY = join(REPO_ROOT, 'dist', 'bin', 'worker.js')
+/** Each component bundled (scripts/build/bundle-entry-points.mjs). */
+export const WORKER_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'worker.js')
 export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
 const API_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'api.js')
 const ENTRY_POINTS = [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY]

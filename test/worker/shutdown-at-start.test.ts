@@ -8,12 +8,11 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePorts } from '../helpers/launcher.js'
 import { waitUntil } from '../../stack/wait.js'
-import { REPO_ROOT } from '../../scripts/tools/paths.js'
+import { WORKER_ENTRY } from '../../stack/components.js'
 import { startLocalTemporal } from '../helpers/workflow-environment.js'
 
 describe('a worker asked to end while it starts', { timeout: 120_000 }, () => {
@@ -34,7 +33,7 @@ describe('a worker asked to end while it starts', { timeout: 120_000 }, () => {
 
 /** Starts the worker on `temporalAddress`, SIGTERMs it once it logs `retrying`, and holds it to exit 0. */
 async function endsOnSigterm (temporalAddress: string, retrying: string): Promise<void> {
-  const worker = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'bin', 'worker.js')], {
+  const worker = spawn(process.execPath, [WORKER_ENTRY], {
     env: {
       PATH: process.env.PATH,
       // Never reached: the worker's pool connects only when an activity runs.
