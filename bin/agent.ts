@@ -8,6 +8,8 @@ import { startAgent } from '../host-agent/agent.js'
 import { StartupError } from '../host-agent/state-dir.js'
 import { createLogger } from '../log/logger.js'
 
+// What ps, top and process accounting show for this process, in place of `node`.
+process.title = 'vmplane-agent'
 const config = loadConfigOrExit(agentConfig, 'agent')
 const log = createLogger(config.log, 'agent', { hostId: config.hostId })
 let agent

@@ -3,6 +3,8 @@ import { apiConfig, loadConfigOrExit } from '../config/index.js'
 import { buildServer } from '../api/server.js'
 import { createLogger } from '../log/logger.js'
 
+// What ps, top and process accounting show for this process, in place of `node`.
+process.title = 'vmplane-api'
 const config = loadConfigOrExit(apiConfig, 'api')
 const logger = createLogger(config.log, 'api')
 const server = await buildServer(config, logger)

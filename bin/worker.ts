@@ -3,6 +3,8 @@ import { loadConfigOrExit, workerConfig } from '../config/index.js'
 import { createLogger } from '../log/logger.js'
 import { runWorker } from '../worker/index.js'
 
+// What ps, top and process accounting show for this process, in place of `node`.
+process.title = 'vmplane-worker'
 const config = loadConfigOrExit(workerConfig, 'worker')
 const logger = createLogger(config.log, 'worker')
 // The SDK's runtime takes these signals too, and shuts down the running worker; this ends a
