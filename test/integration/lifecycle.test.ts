@@ -12,6 +12,7 @@ import { instanceWorkflowId } from '../../domain/ids.js'
 import { newInstance, vmmProcesses, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { activitiesScheduled, withTemporalClient } from '../helpers/temporal-client.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
+import { waitUntil } from '../../stack/wait.js'
 
 describe('instance lifecycle over HTTP', () => {
   let stack: TestStack
@@ -58,12 +59,17 @@ describe('instance lifecycle over HTTP', () => {
     const listed = await api(stack).get<{ items: InstanceBody[] }>('/v1/instances')
     assert.ok(!listed.body.items.some((i) => i.id === id), 'the list leaves destroyed instances out')
 
-    const types = await withTemporalClient(stack.info, async (client) => {
-      const listed: string[] = []
-      for await (const execution of client.workflow.list({ query: `WorkflowId = '${instanceWorkflowId(id)}'` })) listed.push(execution.type)
-      return listed
+    // Temporal's visibility store is written after the execution, a moment later (run 62 listed
+    // the delete's execution missing just after the instance read destroyed): waited for.
+    const expected = ['createInstance', 'stopInstance', 'deleteInstance']
+    await withTemporalClient(stack.info, async (client) => {
+      let listed: string[] = []
+      await waitUntil('the three executions listed under instance-<id>', async () => {
+        listed = []
+        for await (const execution of client.workflow.list({ query: `WorkflowId = '${instanceWorkflowId(id)}'` })) listed.push(execution.type)
+        return expected.every((type) => listed.includes(type))
+      }, { timeoutMs: 10_000, detail: () => `listed: ${listed.join(', ')}` })
     })
-    for (const type of ['createInstance', 'stopInstance', 'deleteInstance']) assert.ok(types.includes(type), `${type} in ${types.join(', ')}`)
   })
 
   it('stops a running instance on a fresh start, then starts it again on a new VMM', async () => {
