@@ -11,6 +11,9 @@
 
 const TAP_PREFIX = 'vmp'
 
+/** The network an instance's interface is on when the request names none. */
+export const DEFAULT_NETWORK = 'default'
+
 /** Linux interface names are at most 15 bytes (IFNAMSIZ minus the NUL). */
 export const MAX_INTERFACE_NAME_BYTES = 15
 

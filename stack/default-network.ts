@@ -4,7 +4,7 @@
  * it exists. Its range is only an address space here: the hosts' bridges carry no address and
  * route nothing, so it cannot meet a real network.
  */
-import { DEFAULT_NETWORK } from '../api/services/instance-resources.js'
+import { DEFAULT_NETWORK } from '../domain/interfaces.js'
 import { api } from './api-requests.js'
 
 /** 65,533 addresses: room for the crash campaign's 4,000 instances many times over. */

@@ -37,7 +37,7 @@ import {
 import { BALANCER_COMPONENT, balancerSpec } from './api-balancer.js'
 import { ensureHaproxy } from '../scripts/tools/haproxy.js'
 import { stackPaths, type StackPaths } from './data-dir.js'
-import { DEFAULT_NETWORK } from '../api/services/instance-resources.js'
+import { DEFAULT_NETWORK } from '../domain/interfaces.js'
 import { DEFAULT_NETWORK_CIDR, ensureDefaultNetwork } from './default-network.js'
 import { ensureHostNetwork } from './host-network.js'
 import { STAND_IN_BASE_IMAGE, chooseHypervisor, writeStandInImages } from './hypervisor.js'

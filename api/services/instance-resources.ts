@@ -11,15 +11,13 @@ import type { InsertProblem } from '../../db/instances.js'
 import { findNetworkId } from '../../db/networks.js'
 import type { Pool } from '../../db/pool.js'
 import type { CloudInitInput } from '../../domain/instance.js'
+import { DEFAULT_NETWORK } from '../../domain/interfaces.js'
 import { BOOT_DISK_NAME } from '../../domain/limits.js'
 import type { NewDisk, NewInterface } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import type { NewId } from '../plugins/idempotency.js'
 
 const GIB = 1024 ** 3
-
-/** The network an instance's interface is on when the request names none. */
-export const DEFAULT_NETWORK = 'default'
 
 export interface ResourcesInput {
   bootDisk?: { image: string, sizeGiB?: number }
