@@ -7,39 +7,31 @@
  * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests
  * with Node's test runner in three phases:
  *
- * 1. the tests of real processes (stacks, agents, simulators: every folder but the fast layer's),
- *    three files at a time, the longest folders first: each stack takes free ports, a data
- *    directory and network namespaces named after it, so two never meet. Three at a time keep
- *    both cores busy (97 % in `vmstat`; two left more idle, and the suite took 1 min 31 s longer).
- *    The benchmark's smoke test checks that every figure comes out, not what it is: it runs here
- *    (the README's figures come from `npm run bench` on an idle machine);
- * 2. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
- *    kill's lateness, a calibrated busy loop, a dead stack's leftovers), one at a time. They left
- *    some 45 % of the two cores idle, which
- * 3. the fast layer (`FAST`: unit tests, workflow tests on the SDK's test environment, API tests
+ * 1. the fast layer (`FAST`: unit tests, workflow tests on the SDK's test environment, API tests
  *    with `inject`, activities on a PostgreSQL of their own; no stack, no host network, no fixed
- *    port or directory) takes, beside them, in a CPU control group marked idle (`cpu.idle`): the
- *    scheduler gives its processes only the CPU that nothing outside wants, so the timed tests
- *    have it whenever they want it. Six files at a time, the workflow tests (the longest) first:
- *    they wait on timers and on their servers more than they compute (on their own, four at a
- *    time kept the cores 65 % busy and took 114 s; six, workflows first, 94 s; eight ran the
- *    long-histories test past its 3 minutes). Where no cpu controller can be written, the fast
- *    layer runs first, on its own.
- * Real-process tests in the idle group beside the timed ones starved instead: a worker that waits
- * seconds for the CPU misses its 3 s workflow task timeout again and again (2026-11-27, eba4e62);
- * the fast layer's tests run their workers in their own process, on the SDK's default timeouts.
- * `nice` would not do: every stack component, PostgreSQL backend and VMM starts a session of its
- * own, and the kernel's autogroups weigh each session alike whatever its niceness. Side by side,
- * each phase writes its report to test-output/, printed here once both ended.
+ *    port or directory), six files at a time, the workflow tests (the longest) first: they wait
+ *    on timers and on their servers more than they compute (here, four at a time kept the cores
+ *    65 % busy and took 114 s; six, workflows first, 94 s; eight ran the long-histories test past
+ *    its 3 minutes);
+ * 2. the tests of real processes (stacks, agents, simulators: every other folder), three files
+ *    at a time, the longest folders first: each stack takes free ports, a data directory and
+ *    network namespaces named after it, so two never meet. Three at a time keep both cores busy
+ *    (97 % in `vmstat`; two left more idle, and the suite took 1 min 31 s longer). Running the
+ *    timed tests beside them, the others in a CPU control group marked idle, starved those: a
+ *    worker that waits seconds for the CPU misses its 3 s workflow task timeout again and again,
+ *    and an operation took longer than its test's 20 s;
+ * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
+ *    kill's lateness, a calibrated busy loop), one at a time. The benchmark's smoke test checks
+ *    that every figure comes out, not what it is: it runs with the others (the README's figures
+ *    come from `npm run bench` on an idle machine).
  *
  * Every phase runs even when an earlier one failed; the exit status is non-zero if anything did.
  * Reports and the stacks' logs go to test-output/; the time each phase took is printed.
  */
 import { spawn } from 'node:child_process'
-import { once } from 'node:events'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
-import { delimiter, dirname, join, relative } from 'node:path'
-import { REPO_ROOT, ensureBuilt, ensureInstalled } from './tools/bootstrap.mjs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
+import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.mjs'
 
 const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
 const OUTPUT = join(REPO_ROOT, 'test-output')
@@ -54,9 +46,6 @@ const ALONE = [
   // Kills a stack and counts what it left before another starts and reaps it.
   'stack/leftover-networks'
 ]
-
-/** The CPU control group the fast layer runs in, beside the tests that run alone. */
-const IDLE_GROUP = 'vmplane-fast-layer'
 
 const suiteStartedAt = Date.now()
 ensureInstalled()
@@ -110,37 +99,29 @@ const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`)
 const realProcesses = [...LONGEST, ...folders.filter((f) => !FAST.includes(f) && !LONGEST.includes(f)).sort()]
   .filter((folder) => folders.includes(folder))
   .flatMap((folder) => testFiles(folder))
-const fast = { name: 'fast layer', concurrency: 6, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) }
-const real = { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) }
-const alone = { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
-const idleGroup = idleCpuGroup()
-/** Phases one after the other; the phases of a step side by side. */
-const steps = idleGroup === null
-  ? [[fast], [real], [alone]]
-  : [[real], [alone, { ...fast, cpuGroup: idleGroup }]]
-if (idleGroup === null) console.log('no cpu control group can be made here: the fast layer runs first, on its own')
-for (const step of steps) {
-  const phases = step.filter((phase) => phase.files.length > 0)
-  const reported = phases.length > 1 ? 'file' : 'stdout'
-  for (const phase of phases) {
-    const group = phase.cpuGroup === undefined ? '' : `, in the idle CPU group ${phase.cpuGroup}`
-    console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time${group}${reported === 'file' ? `, reported in ${relative(REPO_ROOT, reportFile(phase))}` : ''}`)
-  }
-  const ended = await Promise.all(phases.map(async (phase) => await runPhase(phase, reported)))
-  for (const { phase, status, ms } of ended) {
-    if (reported === 'file') {
-      console.log(`\n# ${phase.name}: its report`)
-      process.stdout.write(readFileSync(reportFile(phase), 'utf8'))
-    }
-    const counts = countResults(tapFile(phase))
-    totals.passed += counts.passed
-    totals.failed += counts.failed
-    totals.skipped += counts.skipped
-    if (status !== 0) failures.push(phase.name)
-    timings.push(`${phase.name} ${formatDuration(ms)}`)
-  }
+const phases = [
+  { name: 'fast layer', concurrency: 6, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
+  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) },
+  { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
+]
+for (const phase of phases) {
+  if (phase.files.length === 0) continue
+  console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time`)
+  const tap = join(OUTPUT, `${phase.name.replaceAll(/[^a-z]+/g, '-')}.tap`)
+  const startedAt = Date.now()
+  const status = run(process.execPath, [
+    '--test', `--test-concurrency=${phase.concurrency}`,
+    '--test-reporter=spec', '--test-reporter-destination=stdout',
+    '--test-reporter=tap', `--test-reporter-destination=${tap}`,
+    ...phase.files
+  ], testEnv)
+  const counts = countResults(tap)
+  totals.passed += counts.passed
+  totals.failed += counts.failed
+  totals.skipped += counts.skipped
+  if (status !== 0) failures.push(phase.name)
+  timings.push(`${phase.name} ${formatDuration(Date.now() - startedAt)}`)
 }
-if (idleGroup !== null) removeGroup(idleGroup)
 console.log(`\ntime by phase: ${timings.join(', ')}; in all ${formatDuration(Date.now() - suiteStartedAt)}`)
 
 if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
@@ -157,63 +138,6 @@ function runHeld (command, args) {
     child.once('error', reject)
     child.once('close', (status) => { resolve({ status: status ?? 1, output }) })
   })
-}
-
-/** Runs a phase's test files with Node's test runner, in its CPU group if it has one. */
-async function runPhase (phase, reported) {
-  const startedAt = Date.now()
-  const args = [
-    '--test', `--test-concurrency=${phase.concurrency}`,
-    '--test-reporter=spec', `--test-reporter-destination=${reported === 'file' ? reportFile(phase) : 'stdout'}`,
-    '--test-reporter=tap', `--test-reporter-destination=${tapFile(phase)}`,
-    ...phase.files
-  ]
-  // The shell moves itself into the group, then becomes the test runner.
-  const [command, commandArgs] = phase.cpuGroup === undefined
-    ? [process.execPath, args]
-    : ['sh', ['-c', 'echo $$ > "$0" && exec "$@"', join(phase.cpuGroup, 'cgroup.procs'), process.execPath, ...args]]
-  const child = spawn(command, commandArgs, { cwd: REPO_ROOT, stdio: 'inherit', env: testEnv })
-  const [code, signal] = await once(child, 'exit')
-  return { phase, status: code ?? (signal === null ? 1 : 128), ms: Date.now() - startedAt }
-}
-
-/**
- * A CPU control group whose processes the scheduler runs only on CPU nothing else wants
- * (`cpu.idle`, cgroup v1 or v2), made under the cpu controller's root; null where none can be.
- */
-function idleCpuGroup () {
-  for (const root of ['/sys/fs/cgroup/cpu', '/sys/fs/cgroup']) {
-    if (!existsSync(join(root, 'cgroup.procs'))) continue
-    const group = join(root, IDLE_GROUP)
-    try {
-      mkdirSync(group, { recursive: true })
-      writeFileSync(join(group, 'cpu.idle'), '1')
-      return group
-    } catch {
-      removeGroup(group)
-    }
-  }
-  return null
-}
-
-function removeGroup (group) {
-  try {
-    rmdirSync(group)
-  } catch {
-    // Gone already, or something still runs in it.
-  }
-}
-
-function reportFile (phase) {
-  return join(OUTPUT, `${slug(phase)}.txt`)
-}
-
-function tapFile (phase) {
-  return join(OUTPUT, `${slug(phase)}.tap`)
-}
-
-function slug (phase) {
-  return phase.name.replaceAll(/[^a-z]+/g, '-')
 }
 
 /** The folders of dist/test that hold tests. */
