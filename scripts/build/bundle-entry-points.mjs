@@ -4,8 +4,9 @@
  * and Compose run. Node 20 loads an ES module graph of some 900 files slowly: the agent took 1.7 s
  * of CPU to start, the API 1.9 s and the worker 1.9 s (to its first poll), most of it resolving
  * and linking modules, and all three restart often (a service manager restarting a crashed
- * component, the fault tests' kills); bundled, each starts in about 0.5 to 0.6 s less. The sooner a restarted agent listens, the sooner it
- * applies what happened to its VMMs meanwhile (a migration's end, say).
+ * component, the fault tests' kills); bundled, each starts in about 0.5 to 0.6 s less. The sooner
+ * a restarted agent listens, the sooner it applies what happened to its VMMs meanwhile (a
+ * migration's end, say).
  *
  * What stays outside the bundles, loaded from node_modules as before:
  * - packages that start threads or serve files of their own by paths they resolve themselves:
@@ -49,15 +50,16 @@ const fileLocations = {
   name: 'file-locations',
   setup (build) {
     build.onLoad({ filter: /\.js$/ }, async ({ path }) => {
-      let source = await readFile(path, 'utf8')
-      if (path.includes(SDK_WORKER)) source = packageRelative(source, path)
+      const read = await readFile(path, 'utf8')
+      let source = path.includes(SDK_WORKER) ? packageRelative(read, path) : read
       if (path.includes(`${sep}node_modules${sep}`)) {
         if (source.includes('import.meta.url')) throw new Error(`${path} reads import.meta.url, which is the bundle's in a bundle: add its package to EXTERNAL`)
         if (/\b__(dirname|filename)\b/.test(source)) source = `${ownLocation(path)}\n${source}`
       } else if (source.includes('import.meta.url')) {
         source = source.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle(path))}, import.meta.url).href`)
       }
-      return { contents: source, loader: 'js' }
+      // Unchanged, the file is esbuild's to load as it would.
+      return source === read ? undefined : { contents: source, loader: 'js' }
     })
   }
 }

@@ -108,7 +108,7 @@ describe('docker-compose.yml', () => {
 
   it('has the multi-machine shape\'s vmplane services, with their tokens', async () => {
     const services = await rendered()
-    // The agent and the API bundled (scripts/build/bundle-entry-points.mjs), as the dev stack runs them.
+    // The agent, the API and the worker bundled (scripts/build/bundle-entry-points.mjs), as the dev stack runs them.
     for (const [name, entry] of [['vmplane-migrate', 'bin/migrate'], ['vmplane-api', 'bundle/api'], ['vmplane-worker', 'bundle/worker'], ['host-agent', 'bundle/agent']]) {
       assert.ok(services[name].build !== undefined, `${name} is built from the Dockerfile`)
       assert.deepEqual(services[name].command, ['node', `dist/${entry}.js`])
