@@ -5,31 +5,29 @@
  * the agents whose clock is skewed, Docker Compose, Temporal's server, schema tool and UI server
  * for the cluster shape's test, Chromium: building or installing them the first time takes
  * minutes, better spent here than inside a test's timeout), lint, then run the compiled tests
- * with Node's test runner (through scripts/run-test-files.mjs, which keeps the order given):
+ * with Node's test runner (through scripts/test-runner/run-test-files.mjs, which keeps the order
+ * given and counts the CPU each file took with all it started, printed at the end):
  *
- * 1. the fast layer's workflow tests (on the SDK's test environment), six files at a time: they
- *    wait on timers and on their servers more than they compute;
- * 2. the tests of real processes (stacks, agents, simulators: every folder but the fast layer's),
- *    three files at a time, the longest first: each stack takes free ports, a data directory and
- *    network namespaces named after it, so two never meet. Three at a time keep both cores busy
- *    (97 % in `vmstat`; two left more idle, and the suite took 1 min 31 s longer). Running the
- *    timed tests beside them, the others in a CPU control group marked idle, starved those: a
- *    worker that waits seconds for the CPU misses its 3 s workflow task timeout again and again,
- *    and an operation took longer than its test's 20 s;
+ * 1. the fast layer (`FAST`: unit tests, workflow tests on the SDK's test environment, API tests
+ *    with `inject`, activities on a PostgreSQL of their own; no stack, no host network, no fixed
+ *    port or directory), six files at a time, the workflow tests (the longest) first: they wait
+ *    on timers and on their servers more than they compute (here, four at a time kept the cores
+ *    65 % busy and took 114 s; six, 94 s; eight ran the long-histories test past its 3 minutes);
+ * 2. the tests of real processes (stacks, agents, simulators: every other folder), three files
+ *    at a time, by folder and name: each stack takes free ports, a data directory and network
+ *    namespaces named after it, so two never meet. Three at a time keep both cores busy (97 % in
+ *    `vmstat`; two left more idle, and the suite took 1 min 31 s longer), so their order matters
+ *    little; the costliest first (2026-11-28, one run: 64) put the fault tests side by side, slowed
+ *    each (the fault matrix 632 s against 490), the phase 15 min 55 s against 15 min 02 s.
+ *    Running the timed tests beside them, the others in a CPU control group marked idle, starved
+ *    those: a worker that waits seconds for the CPU misses its 3 s workflow task timeout again and
+ *    again, and an operation took longer than its test's 20 s;
  * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
- *    kill's lateness, a calibrated busy loop, a dead stack's leftovers), one at a time, which
- *    leave some 45 % of the two cores idle; beside them, the rest of the fast layer (unit tests,
- *    API tests with `inject`, activities on a PostgreSQL of their own, the replay of recorded
- *    histories; no stack, no host network, no fixed port or directory), six files at a time, in a
- *    CPU control group of a sixteenth of the usual share, so that the timed tests have the CPU
- *    whenever they want it (measured 2026-11-28: the timed tests took 488 s so, 485 s alone).
- *    The workflow tests are not among them: starved, a stop's grace period ran out before its
- *    power button was pressed, and the long-histories test ran past its 3 minutes (40 s on its
- *    own). Where no cpu controller can be written, the rest of the fast layer runs on its own
- *    after the workflow tests. `nice` would not do: every stack component, PostgreSQL backend and
- *    VMM starts a session of its own, and the kernel's autogroups weigh each session alike
- *    whatever its niceness. Side by side, each phase writes its report to test-output/, printed
- *    here once both ended.
+ *    kill's lateness, a calibrated busy loop, a dead stack's leftovers), one at a time. They leave
+ *    some 45 % of the two cores idle, but the fast layer beside them in a CPU control group of a
+ *    sixteenth of the usual share starved too (run 64): a stop's grace period ran out before its
+ *    power button was pressed, the long-histories test ran past its 3 minutes, and the guest
+ *    sampler's unit test saw no read in a second.
  *
  * The benchmark's smoke test checks that every figure comes out, not what it is: it runs with the
  * real-process tests (the README's figures come from `npm run bench` on an idle machine).
@@ -38,27 +36,17 @@
  * Reports and the stacks' logs go to test-output/; the time each phase took is printed.
  */
 import { spawn } from 'node:child_process'
-import { once } from 'node:events'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { delimiter, dirname, join, relative } from 'node:path'
-import { REPO_ROOT, ensureBuilt, ensureInstalled } from './tools/bootstrap.mjs'
+import { REPO_ROOT, ensureBuilt, ensureInstalled, run } from './tools/bootstrap.mjs'
 
 const COMPILED_TESTS = join(REPO_ROOT, 'dist', 'test')
 const OUTPUT = join(REPO_ROOT, 'test-output')
-const RUN_TEST_FILES = join(REPO_ROOT, 'scripts', 'run-test-files.mjs')
+const RUN_TEST_FILES = join(REPO_ROOT, 'scripts', 'test-runner', 'run-test-files.mjs')
+/** How many of the costliest test files the summary names. */
+const COSTLIEST_SHOWN = 12
 /** The fast layer's folders. */
 const FAST = ['workflows', 'unit', 'activities', 'api', 'db', 'replay']
-/**
- * The real-process tests that take the most CPU, most first (each in a CPU accounting group of its
- * own, 2026-11-28: the fault matrix 379 s, the live migration's 143, the cluster's crash campaign
- * 130, the benchmark's smoke run 129, the crash campaign 111, the storm 103, the rest 48 or less):
- * started first, they end before the phase's last minutes, where fewer files run than there are
- * slots. The others follow by folder.
- */
-const LONGEST = [
-  'faults/fault-matrix', 'faults/migration-faults', 'faults/campaign-cluster', 'bench/bench-smoke',
-  'faults/campaign', 'faults/storm', 'stack/temporal-cluster', 'docs/runbook', 'cli/cli'
-]
 /** Tests whose assertions or figures are times or CPU, with the machine to themselves. */
 const ALONE = [
   'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
@@ -66,9 +54,6 @@ const ALONE = [
   // Kills a stack and counts what it left before another starts and reaps it.
   'stack/leftover-networks'
 ]
-
-/** The CPU control group the fast layer but its workflow tests runs in, beside the tests that run alone. */
-const LOW_SHARE_GROUP = 'vmplane-fast-layer'
 
 const suiteStartedAt = Date.now()
 ensureInstalled()
@@ -119,48 +104,26 @@ const totals = { passed: 0, failed: 0, skipped: 0 }
 const timings = []
 const folders = testFolders()
 const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`))
-const isWorkflowTest = (file) => file.startsWith(join(COMPILED_TESTS, 'workflows') + '/')
-/** Where a file comes in the longest first: its place in LONGEST, or after them all (a stable sort keeps the folders' order). */
-const longestRank = (file) => {
-  const rank = LONGEST.findIndex((name) => file.endsWith(`/${name}.test.js`))
-  return rank === -1 ? LONGEST.length : rank
-}
 const realProcesses = folders.filter((f) => !FAST.includes(f)).sort().flatMap((folder) => testFiles(folder))
-  .sort((a, b) => longestRank(a) - longestRank(b))
-const fastFiles = FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder))
-const workflowTests = { name: 'fast layer, workflows', concurrency: 6, files: fastFiles.filter(isWorkflowTest) }
-const fastRest = { name: 'fast layer, the rest', concurrency: 6, files: fastFiles.filter((file) => !isWorkflowTest(file)) }
-const real = { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) }
-const alone = { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
-const lowShareGroup = lowShareCpuGroup()
-if (lowShareGroup === null) console.log('no CPU control group can be made here: the rest of the fast layer runs on its own')
-/** Steps one after the other; the phases of a step side by side. */
-const steps = lowShareGroup === null
-  ? [[workflowTests], [fastRest], [real], [alone]]
-  : [[workflowTests], [real], [alone, { ...fastRest, cpuGroup: lowShareGroup }]]
-for (const step of steps) {
-  const phases = step.filter((phase) => phase.files.length > 0)
-  const reported = phases.length > 1 ? 'file' : 'stdout'
-  for (const phase of phases) {
-    const group = phase.cpuGroup === undefined ? '' : `, in the low-share CPU group ${phase.cpuGroup}`
-    console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time${group}${reported === 'file' ? `, reported in ${relative(REPO_ROOT, reportFile(phase))}` : ''}`)
-  }
-  const ended = await Promise.all(phases.map(async (phase) => await runPhase(phase, reported)))
-  for (const { phase, status, ms } of ended) {
-    if (reported === 'file') {
-      console.log(`\n# ${phase.name}: its report`)
-      process.stdout.write(readFileSync(reportFile(phase), 'utf8'))
-    }
-    const counts = countResults(tapFile(phase))
-    totals.passed += counts.passed
-    totals.failed += counts.failed
-    totals.skipped += counts.skipped
-    if (status !== 0) failures.push(phase.name)
-    timings.push(`${phase.name} ${formatDuration(ms)}`)
-  }
+const phases = [
+  { name: 'fast layer', concurrency: 6, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
+  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) },
+  { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
+]
+for (const phase of phases) {
+  if (phase.files.length === 0) continue
+  console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time`)
+  const startedAt = Date.now()
+  const status = run(process.execPath, [RUN_TEST_FILES, String(phase.concurrency), '-', tapFile(phase), cpuFile(phase), ...phase.files], testEnv)
+  const counts = countResults(tapFile(phase))
+  totals.passed += counts.passed
+  totals.failed += counts.failed
+  totals.skipped += counts.skipped
+  if (status !== 0) failures.push(phase.name)
+  timings.push(`${phase.name} ${formatDuration(Date.now() - startedAt)}`)
 }
-if (lowShareGroup !== null) removeGroup(lowShareGroup)
 console.log(`\ntime by phase: ${timings.join(', ')}; in all ${formatDuration(Date.now() - suiteStartedAt)}`)
+printCpuByFile(phases)
 
 if (failures.length > 0) console.log(`\nfailed: ${failures.join(', ')}`)
 // The summary comes last, alone on its line, where CI reads it.
@@ -178,49 +141,8 @@ function runHeld (command, args) {
   })
 }
 
-/** Runs a phase's test files (scripts/run-test-files.mjs), in its CPU group if it has one. */
-async function runPhase (phase, reported) {
-  const startedAt = Date.now()
-  const args = [RUN_TEST_FILES, String(phase.concurrency), reported === 'file' ? reportFile(phase) : '-', tapFile(phase), ...phase.files]
-  // The shell moves itself into the group, then becomes the test runner.
-  const [command, commandArgs] = phase.cpuGroup === undefined
-    ? [process.execPath, args]
-    : ['sh', ['-c', 'echo $$ > "$0" && exec "$@"', join(phase.cpuGroup, 'cgroup.procs'), process.execPath, ...args]]
-  const child = spawn(command, commandArgs, { cwd: REPO_ROOT, stdio: 'inherit', env: testEnv })
-  const [code, signal] = await once(child, 'exit')
-  return { phase, status: code ?? (signal === null ? 1 : 128), ms: Date.now() - startedAt }
-}
-
-/**
- * A CPU control group whose processes get a sixteenth of the share of a process outside it when
- * both want a core (`cpu.shares` 64 of cgroup v1's 1024, or `cpu.weight` 6 of v2's 100), made
- * under the cpu controller's root; null where none can be.
- */
-function lowShareCpuGroup () {
-  for (const [root, file, share] of [['/sys/fs/cgroup/cpu', 'cpu.shares', '64'], ['/sys/fs/cgroup', 'cpu.weight', '6']]) {
-    if (!existsSync(join(root, 'cgroup.procs'))) continue
-    const group = join(root, LOW_SHARE_GROUP)
-    try {
-      mkdirSync(group, { recursive: true })
-      writeFileSync(join(group, file), share)
-      return group
-    } catch {
-      removeGroup(group)
-    }
-  }
-  return null
-}
-
-function removeGroup (group) {
-  try {
-    rmdirSync(group)
-  } catch {
-    // Gone already, or something still runs in it.
-  }
-}
-
-function reportFile (phase) {
-  return join(OUTPUT, `${slug(phase)}.txt`)
+function cpuFile (phase) {
+  return join(OUTPUT, `${slug(phase)}.cpu.json`)
 }
 
 function tapFile (phase) {
@@ -229,6 +151,17 @@ function tapFile (phase) {
 
 function slug (phase) {
   return phase.name.replaceAll(/[^a-z]+/g, '-')
+}
+
+/** The CPU the test files took (each with all it started), in all and the costliest by name, where it was counted. */
+function printCpuByFile (phases) {
+  const seconds = phases.flatMap((phase) => existsSync(cpuFile(phase)) ? Object.entries(JSON.parse(readFileSync(cpuFile(phase), 'utf8'))) : [])
+    .filter(([, cpu]) => cpu !== null)
+    .sort(([, a], [, b]) => b - a)
+  if (seconds.length === 0) return
+  const total = seconds.reduce((sum, [, cpu]) => sum + cpu, 0)
+  const costliest = seconds.slice(0, COSTLIEST_SHOWN).map(([file, cpu]) => `${relative(COMPILED_TESTS, file).replace(/\.test\.js$/, '')} ${Math.round(cpu)} s`)
+  console.log(`\nCPU of the test files, each with what it started: ${Math.round(total)} s in all; the costliest: ${costliest.join(', ')}`)
 }
 
 /** The folders of dist/test that hold tests. */
