@@ -64,16 +64,16 @@ export interface GuestSampler {
 }
 
 /**
- * Samples every agent of the stack every `intervalMs` until stopped. Each sample asks every agent
- * whose last read has ended, and takes the answers that come within the interval: an agent that
- * answers later (its host cut off, its read waiting out the client's timeout) is not heard in
- * that sample, and its late answer, about a moment already past, is dropped. So a host that does
- * not answer never slows the sampling of the others: waiting for every answer made a sample take
- * the 1 s timeout while a host was cut off, and a double on two other hosts measured 1.1 s in the
- * migration storm.
+ * Samples every agent of the stack every `intervalMs` until stopped, giving up on a read after
+ * `readTimeoutMs`. Each sample asks every agent whose last read has ended, and takes the answers
+ * that come within the interval: an agent that answers later (its host cut off, its read waiting
+ * out the client's timeout) is not heard in that sample, and its late answer, about a moment
+ * already past, is dropped. So a host that does not answer never slows the sampling of the
+ * others: waiting for every answer made a sample take the 1 s timeout while a host was cut off,
+ * and a double on two other hosts measured 1.1 s in the migration storm.
  */
-export function sampleGuests (stack: TestStack, intervalMs = 100): GuestSampler {
-  const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: 1000 })
+export function sampleGuests (stack: TestStack, intervalMs = 100, readTimeoutMs = 1000): GuestSampler {
+  const agents = new HostAgentClient({ token: stack.info.agentToken, timeoutMs: readTimeoutMs })
   const windows = new DoubleWindows()
   /** The hosts whose read, from an earlier sample, has not ended yet. */
   const reading = new Set<string>()
