@@ -17,8 +17,9 @@
  *    at a time, by folder and name: each stack takes free ports, a data directory and network
  *    namespaces named after it, so two never meet. Three at a time keep both cores busy (97 % in
  *    `vmstat`; two left more idle, and the suite took 1 min 31 s longer), so their order matters
- *    little; the costliest first (2026-11-28, one run: 64) put the fault tests side by side, slowed
- *    each (the fault matrix 632 s against 490), the phase 15 min 55 s against 15 min 02 s.
+ *    little: the costliest first, the phase took 15 min 55 s (2026-11-28, run 64), within what it
+ *    took in name order on this machine, whose speed moves between runs (13 min 39 s to 16 min
+ *    24 s, runs 59 to 65).
  *    Running the timed tests beside them, the others in a CPU control group marked idle, starved
  *    those: a worker that waits seconds for the CPU misses its 3 s workflow task timeout again and
  *    again, and an operation took longer than its test's 20 s;
