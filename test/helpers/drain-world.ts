@@ -37,8 +37,11 @@ export class DrainWorld {
   readonly progress: DrainProgress[] = []
   /** How many times each host was looked at: once a round of its drain. */
   readonly looks = new Map<string, number>()
-  /** Runs before a progress is recorded: a test may hold the drain there. */
-  beforeProgress: (progress: DrainProgress) => Promise<void> = async () => {}
+  /**
+   * Runs before a progress is recorded: a test may hold the drain of `hostId` there. (A drain a
+   * test before terminated may still have its progress on the way: a hook takes only its host's.)
+   */
+  beforeProgress: (hostId: string, progress: DrainProgress) => Promise<void> = async () => {}
 
   /** A running instance whose active VMM runs on `hostId`; answers the instance's ID. */
   addInstance (hostId: string): string {
@@ -91,8 +94,8 @@ export class DrainWorld {
       },
       operationOutcomes: async (operationIds: string[]) =>
         Object.fromEntries(operationIds.flatMap((id) => this.outcomes.has(id) ? [[id, this.outcomes.get(id)!]] : [])),
-      recordDrainProgress: async (_hostId: string, progress: DrainProgress) => {
-        await this.beforeProgress(progress)
+      recordDrainProgress: async (hostId: string, progress: DrainProgress) => {
+        await this.beforeProgress(hostId, progress)
         this.progress.push(progress)
       }
     }

@@ -43,8 +43,8 @@ describe('host drains continuing as new (workflow logic)', { timeout: 120_000 },
     let release!: () => void
     const held = new Promise<void>((resolve) => { release = resolve })
     let holding = false
-    world.beforeProgress = async () => {
-      if (holding) return
+    world.beforeProgress = async (hostId) => {
+      if (hostId !== drained || holding) return
       holding = true
       await held
     }
