@@ -115,7 +115,7 @@ for (const phase of phases) {
   if (phase.files.length === 0) continue
   console.log(`\n# ${phase.name}: ${phase.files.length} test file(s), ${phase.concurrency} at a time`)
   const startedAt = Date.now()
-  const status = run(process.execPath, [RUN_TEST_FILES, String(phase.concurrency), '-', tapFile(phase), cpuFile(phase), ...phase.files], testEnv)
+  const status = run(process.execPath, [RUN_TEST_FILES, String(phase.concurrency), tapFile(phase), cpuFile(phase), ...phase.files], testEnv)
   const counts = countResults(tapFile(phase))
   totals.passed += counts.passed
   totals.failed += counts.failed

@@ -3,7 +3,10 @@
  * group counts its CPU), whose usage npm test reports once the file has ended.
  */
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
+
+/** Where the compiled test files are. */
+const TESTS_ROOT = join(import.meta.dirname, '..', '..', 'dist', 'test')
 
 /**
  * The folder of a run's groups (`vmplane-test-files-<pid>`: a group that a leaked process keeps
@@ -21,10 +24,12 @@ export function cpuGroupsRoot () {
   return null
 }
 
-/** A file's group: its path under dist/test, `faults/fault-matrix.test.js` as `faults-fault-matrix`. */
+/**
+ * The group of a test file, given by its absolute path: its path under dist/test,
+ * `faults/fault-matrix.test.js` as `faults-fault-matrix`.
+ */
 export function cpuGroupName (file) {
-  const underTests = file.includes('/dist/test/') ? file.slice(file.lastIndexOf('/dist/test/') + '/dist/test/'.length) : file
-  return underTests.replace(/\.test\.js$/, '').replaceAll('/', '-')
+  return relative(TESTS_ROOT, file).replace(/\.test\.js$/, '').replaceAll('/', '-')
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
- * `node scripts/test-runner/run-test-files.mjs <concurrency> <spec report> <TAP report> <CPU report> <file>…`:
+ * `node scripts/test-runner/run-test-files.mjs <concurrency> <TAP report> <CPU report> <file>…`:
  * runs test files with Node's test runner, `concurrency` at a time, in the order given, so that
  * the longest start first (its command line, `node --test a b`, sorts them by name before it
- * starts any). The spec report goes to the file named, or to stdout for `-`; the CPU report is
+ * starts any). The spec report goes to stdout, the TAP report to the file named; the CPU report is
  * JSON, the CPU seconds of each file with all it started (join-cpu-group.mjs), `{}` where the
  * machine has no control group to count them in. The exit status is 1 if a test failed. npm test
  * (scripts/test.mjs) runs each of its phases through it.
@@ -16,7 +16,7 @@ import { spec as SpecReporter, tap } from 'node:test/reporters'
 import { pathToFileURL } from 'node:url'
 import { cpuGroupsRoot, removeGroup, takeCpuSeconds } from './cpu-groups.mjs'
 
-const [concurrency, specReport, tapReport, cpuReport, ...given] = process.argv.slice(2)
+const [concurrency, tapReport, cpuReport, ...given] = process.argv.slice(2)
 // As the test runner gives them to the files' processes, which name their groups after them.
 const files = given.map((file) => resolve(file))
 const groups = cpuGroupsRoot()
@@ -31,10 +31,9 @@ const tests = run({ files, concurrency: Number(concurrency) })
 tests.on('test:fail', () => { failed++ })
 const specStream = tests.pipe(new PassThrough({ objectMode: true })).compose(new SpecReporter())
 const tapStream = tests.pipe(new PassThrough({ objectMode: true })).compose(tap)
-const toStdout = specReport === '-'
-const specOutput = specStream.pipe(toStdout ? process.stdout : createWriteStream(specReport), { end: !toStdout })
-// Done once stdout has had all the report, or a file has been written and closed.
-await Promise.all([finished(toStdout ? specStream : specOutput), finished(tapStream.pipe(createWriteStream(tapReport)))])
+specStream.pipe(process.stdout, { end: false })
+// Done once stdout has had all the spec report and the TAP file is written and closed.
+await Promise.all([finished(specStream), finished(tapStream.pipe(createWriteStream(tapReport)))])
 
 const cpuSeconds = groups === null ? {} : Object.fromEntries(files.map((file) => [file, takeCpuSeconds(groups, file)]))
 if (groups !== null) removeGroup(groups)
