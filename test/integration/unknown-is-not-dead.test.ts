@@ -13,7 +13,7 @@
  * the VMM process's exit.
  */
 import assert from 'node:assert/strict'
-import { readFile, writeFile, rm } from 'node:fs/promises'
+import { readFile, rename, writeFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -51,6 +51,17 @@ describe('unknown is not dead', () => {
 
   const host = (): TestStack['info']['hosts'][number] => stack.info.hosts[0]
   const faultFile = (): string => join(host().stateDir, 'fault')
+
+  /**
+   * Makes the agent answer with `fault` (host-agent/http/fault-injection.ts), written whole at
+   * once: the agent reads the file on every request, and `writeFile` truncates before it writes,
+   * so a read between the two found it empty, no fault, and let a call through (run 68: a stop
+   * meant to wait on a hung agent reached it and ended).
+   */
+  async function injectFault (fault: '503' | 'hang'): Promise<void> {
+    await writeFile(`${faultFile()}.next`, fault)
+    await rename(`${faultFile()}.next`, faultFile())
+  }
 
   async function get (id: string): Promise<InstanceBody> {
     return (await api(stack).get<InstanceBody>(`/v1/instances/${id}`)).body
@@ -153,7 +164,7 @@ describe('unknown is not dead', () => {
     const starting = await stopped('faulty-starting')
     const stopping = await runningInstance(stack, 'faulty-stopping', 'sim.ignore_power_button')
     const watcher = watch([running.id, starting.id, stopping.id])
-    await writeFile(faultFile(), '503')
+    await injectFault('503')
     try {
       assert.equal((await api(stack).post(`/v1/instances/${starting.id}/start`)).status, 202)
       assert.equal((await api(stack).post(`/v1/instances/${stopping.id}/stop`, { graceSeconds: 1 })).status, 202)
@@ -164,7 +175,7 @@ describe('unknown is not dead', () => {
       await waitFor('the unreachable event', async () =>
         (await eventsOf(stack, stopping.id)).some((e) => /calls to its agent have failed since/.test(e.message)) ? true : null,
       { timeoutMs: 30_000 })
-      await writeFile(faultFile(), 'hang')
+      await injectFault('hang')
       await sleep(4000)
       assert.equal((await get(starting.id)).state, 'starting')
       assert.equal((await get(stopping.id)).state, 'stopping')
