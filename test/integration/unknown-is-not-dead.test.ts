@@ -13,13 +13,14 @@
  * the VMM process's exit.
  */
 import assert from 'node:assert/strict'
-import { readFile, rename, writeFile, rm } from 'node:fs/promises'
+import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { eventsOf, hostOf, newInstance, runningInstance, vmmProcesses, waitForInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { CUTS, cutHost, healHost } from '../helpers/partition.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
+import { writeFileAtomic } from '../../host-agent/store/record-store.js'
 import { waitForExit } from '../../stack/processes.js'
 import { waitFor, waitUntil } from '../../stack/wait.js'
 
@@ -53,14 +54,13 @@ describe('unknown is not dead', () => {
   const faultFile = (): string => join(host().stateDir, 'fault')
 
   /**
-   * Makes the agent answer with `fault` (host-agent/http/fault-injection.ts), written whole at
-   * once: the agent reads the file on every request, and `writeFile` truncates before it writes,
-   * so a read between the two found it empty, no fault, and let a call through (run 68: a stop
-   * meant to wait on a hung agent reached it and ended).
+   * Makes the agent answer with `fault` (host-agent/http/fault-injection.ts), written whole (a new
+   * file renamed over the old): the agent reads the file on every request, and `writeFile`
+   * truncates before it writes, so a read between the two found it empty, no fault, and let a call
+   * through (run 68: a stop meant to wait on a hung agent reached it and ended).
    */
   async function injectFault (fault: '503' | 'hang'): Promise<void> {
-    await writeFile(`${faultFile()}.next`, fault)
-    await rename(`${faultFile()}.next`, faultFile())
+    await writeFileAtomic(host().stateDir, 'fault', fault)
   }
 
   async function get (id: string): Promise<InstanceBody> {
