@@ -23,17 +23,12 @@
  *    Running the timed tests beside them, the others in a CPU control group marked idle, starved
  *    those: a worker that waits seconds for the CPU misses its 3 s workflow task timeout again and
  *    again, and an operation took longer than its test's 20 s;
- * 3. those that assert times (`TIMED`: a double-run window, a kill's lateness, a calibrated busy
- *    loop, a stop's overshoot), two at a time, the two costliest never side by side. One at a time
- *    they left some 45 % of the two cores idle (7 min 17 s, run 66); two at a time they took 4 min
- *    50 s, and every figure kept far inside its bound (2026-11-28: the longest double run 230 ms
- *    against 500, a kill 63 ms late against 1,000, a stop 670 ms past its grace against 15 s).
- *    Beside the other tests, though, they starve the others, and the fast layer beside them in a
- *    CPU control group of a sixteenth of the usual share starved too (run 64): a stop's grace
- *    period ran out before its power button was pressed, the long-histories test ran past its 3
- *    minutes, and the guest sampler's unit test saw no read in a second;
- * 4. what needs the machine to itself (`ALONE`: a dead stack's leftovers, which any stack that
- *    starts meanwhile would remove), one at a time.
+ * 3. those that assert times or need the CPU to themselves (`ALONE`: a double-run window, a
+ *    kill's lateness, a calibrated busy loop, a dead stack's leftovers), one at a time. They leave
+ *    some 45 % of the two cores idle, but the fast layer beside them in a CPU control group of a
+ *    sixteenth of the usual share starved too (run 64): a stop's grace period ran out before its
+ *    power button was pressed, the long-histories test ran past its 3 minutes, and the guest
+ *    sampler's unit test saw no read in a second.
  *
  * The benchmark's smoke test checks that every figure comes out, not what it is: it runs with the
  * real-process tests (the README's figures come from `npm run bench` on an idle machine).
@@ -53,17 +48,13 @@ const RUN_TEST_FILES = join(REPO_ROOT, 'scripts', 'test-runner', 'run-test-files
 const COSTLIEST_SHOWN = 12
 /** The fast layer's folders. */
 const FAST = ['workflows', 'unit', 'activities', 'api', 'db', 'replay']
-/**
- * Tests whose assertions are times: two at a time, after the others, in an order that keeps the
- * two costliest (the migration storm, the drain under fire: some 1.4 cores each) apart, each
- * beside lighter ones.
- */
-const TIMED = [
-  'faults/migration-storm', 'faults/one-guest', 'integration/unknown-is-not-dead',
-  'faults/drain-under-fire', 'faults/frozen-activation'
+/** Tests whose assertions or figures are times or CPU, with the machine to themselves. */
+const ALONE = [
+  'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
+  'faults/drain-under-fire', 'integration/unknown-is-not-dead',
+  // Kills a stack and counts what it left before another starts and reaps it.
+  'stack/leftover-networks'
 ]
-/** Kills a stack and counts what it left before another starts and removes it: alone. */
-const ALONE = ['stack/leftover-networks']
 
 const suiteStartedAt = Date.now()
 ensureInstalled()
@@ -113,15 +104,12 @@ if (lint.status !== 0) failures.push('lint')
 const totals = { passed: 0, failed: 0, skipped: 0 }
 const timings = []
 const folders = testFolders()
+const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`))
 const realProcesses = folders.filter((f) => !FAST.includes(f)).sort().flatMap((folder) => testFiles(folder))
-/** The files of `names`, in their order. */
-const filesOf = (names) => names.flatMap((name) => realProcesses.filter((file) => file.endsWith(`/${name}.test.js`)))
-const apart = filesOf([...TIMED, ...ALONE])
 const phases = [
   { name: 'fast layer', concurrency: 6, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
-  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !apart.includes(file)) },
-  { name: 'real processes, timed', concurrency: 2, files: filesOf(TIMED) },
-  { name: 'real processes, alone', concurrency: 1, files: filesOf(ALONE) }
+  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) },
+  { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
 ]
 for (const phase of phases) {
   if (phase.files.length === 0) continue
