@@ -22,6 +22,7 @@ import { dirname, join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { z } from 'zod'
+import { createDatabaseUnlessExists, ensureLoginRole } from '../db/server-admin.js'
 import type { StackPaths } from './data-dir.js'
 import type { ComponentSpec } from './supervisor.js'
 import { waitUntil, type WaitOptions } from './wait.js'
@@ -188,25 +189,16 @@ export async function ensureDatabase (server: PostgresServer): Promise<void> {
  */
 export async function ensureOwnedDatabases (server: PostgresServer, role: string, password: string, databases: readonly string[]): Promise<void> {
   await withClient(server.adminUrl, async (client) => {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [role])
-    // A utility statement takes no parameters: the password goes in as a quoted literal.
-    await client.query(`${rowCount === 0 ? 'CREATE' : 'ALTER'} ROLE ${client.escapeIdentifier(role)} LOGIN PASSWORD ${client.escapeLiteral(password)}`)
+    await ensureLoginRole(client, role, password)
     for (const database of databases) await createDatabaseUnlessExists(client, database, role)
   })
 }
 
-/** The rows of one query in one of the server's databases, as its superuser. */
-export async function queryDatabase (server: PostgresServer, database: string, sql: string, params: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+/** Runs `use` on a connection to one of the server's databases, as its superuser. */
+export async function withDatabase<T> (server: PostgresServer, database: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
   const url = new URL(server.adminUrl)
   url.pathname = `/${database}`
-  return await withClient(url.toString(), async (client) => (await client.query(sql, params)).rows)
-}
-
-async function createDatabaseUnlessExists (client: pg.Client, database: string, owner?: string): Promise<void> {
-  const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])
-  if (rowCount !== 0) return
-  const ownedBy = owner === undefined ? '' : ` OWNER ${client.escapeIdentifier(owner)}`
-  await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}${ownedBy}`)
+  return await withClient(url.toString(), use)
 }
 
 async function withClient<T> (url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {

@@ -12,7 +12,8 @@
  */
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { ensureOwnedDatabases, queryDatabase, type PostgresServer } from './postgres.js'
+import { temporalSchemaVersion } from '../db/server-admin.js'
+import { ensureOwnedDatabases, withDatabase, type PostgresServer } from './postgres.js'
 
 const execFileAsync = promisify(execFile)
 
@@ -59,9 +60,5 @@ async function runSqlTool (sqlTool: string, args: string[], env: NodeJS.ProcessE
 
 /** The version the tool recorded in the database (`schema_version`), or null before the first setup. */
 async function schemaVersion (server: PostgresServer, database: string): Promise<string | null> {
-  const [table] = await queryDatabase(server, database, "SELECT to_regclass('schema_version') IS NOT NULL AS present")
-  if (table?.present !== true) return null
-  const rows = await queryDatabase(server, database,
-    'SELECT curr_version FROM schema_version WHERE version_partition = 0 AND db_name = $1', [database])
-  return (rows[0]?.curr_version as string | undefined) ?? null
+  return await withDatabase(server, database, async (client) => await temporalSchemaVersion(client, database))
 }

@@ -16,7 +16,7 @@ import ts from 'typescript'
 import { REPO_ROOT } from '../../../scripts/tools/paths.js'
 
 /** The product's folders, where no SQL may be written but in db/. */
-const PRODUCT_FOLDERS = ['api', 'activities', 'workflows', 'host-agent', 'worker', 'cli', 'config', 'bin', 'domain']
+const PRODUCT_FOLDERS = ['api', 'activities', 'workflows', 'host-agent', 'worker', 'cli', 'config', 'bin', 'domain', 'stack']
 const SQL_KEYWORD = /\b(SELECT|INSERT INTO|UPDATE|DELETE FROM|ON CONFLICT)\s/
 /** A statement that writes a table, and the table: `DO UPDATE` (an upsert's) and `FOR UPDATE` (a lock) are not. */
 const WRITE = /\b(?:INSERT INTO|DELETE FROM|(?<!\b(?:DO|FOR)\s+)UPDATE)\s+(\w+)/g
