@@ -24,12 +24,12 @@ export async function ensureLoginRole (client: pg.ClientBase, role: string, pass
 
 /**
  * The schema version `temporal-sql-tool` recorded in the database the client is connected to
- * (its `schema_version` table, under the database's name), or null before its first setup.
+ * (its `schema_version` table, under that database's name), or null before its first setup.
  */
-export async function temporalSchemaVersion (client: pg.ClientBase, database: string): Promise<string | null> {
+export async function temporalSchemaVersion (client: pg.ClientBase): Promise<string | null> {
   const { rows: [table] } = await client.query<{ present: boolean }>("SELECT to_regclass('schema_version') IS NOT NULL AS present")
   if (table?.present !== true) return null
   const { rows } = await client.query<{ curr_version: string }>(
-    'SELECT curr_version FROM schema_version WHERE version_partition = 0 AND db_name = $1', [database])
+    'SELECT curr_version FROM schema_version WHERE version_partition = 0 AND db_name = current_database()')
   return rows[0]?.curr_version ?? null
 }

@@ -60,5 +60,5 @@ async function runSqlTool (sqlTool: string, args: string[], env: NodeJS.ProcessE
 
 /** The version the tool recorded in the database (`schema_version`), or null before the first setup. */
 async function schemaVersion (server: PostgresServer, database: string): Promise<string | null> {
-  return await withDatabase(server, database, async (client) => await temporalSchemaVersion(client, database))
+  return await withDatabase(server, database, temporalSchemaVersion)
 }
