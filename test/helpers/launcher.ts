@@ -323,6 +323,12 @@ const handedOut = new Set<number>()
 const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
 
 /**
+ * Ports in that range that browsers refuse to load pages from (Chromium's `kRestrictedPorts`,
+ * net::ERR_UNSAFE_PORT): the UI test's browser could not open a Temporal UI listening on one.
+ */
+const BROWSER_UNSAFE = new Set([10_080])
+
+/**
  * Test files run side by side (scripts/test.mjs), each picking ports for its stacks: a port one
  * picked is claimed for the machine by a file named after it, holding the picker's PID, made
  * only if absent; a claim whose process is gone may be taken over.
@@ -343,7 +349,7 @@ export async function freePorts (count: number): Promise<number> {
   for (;;) {
     const first = PICKABLE.min + Math.floor(Math.random() * (PICKABLE.max - PICKABLE.min - count + 2))
     const range = Array.from({ length: count }, (_, i) => first + i)
-    let free = range.every((port) => !handedOut.has(port))
+    let free = range.every((port) => !handedOut.has(port) && !BROWSER_UNSAFE.has(port))
     for (const port of range) free &&= await listenBriefly(port) !== null
     if (!free || !claim(range)) continue
     for (const port of range) handedOut.add(port)
