@@ -182,7 +182,8 @@ describe('vmplane CLI against a stack', () => {
 
   it('a --wait whose operation is superseded exits 1; the delete that preempts it ends destroyed', async () => {
     const waiting = startCli(['instances', 'create', '--name', 'cli-preempted', ...STUCK_BOOT, '--wait'], { env })
-    await waitUntil('the create to reach starting', async () => waiting.stderr().includes('→ starting'), { timeoutMs: 60_000 })
+    // The first line may already show starting (assertTransitions says why): `cli-preempted: starting (…)`.
+    await waitUntil('the create to reach starting', async () => /^cli-preempted: (?:[a-z]+ → )?starting \(/m.test(waiting.stderr()), { timeoutMs: 60_000 })
 
     const deleted = await cli('instances', 'delete', 'cli-preempted', '--grace', '0', '--wait')
     assertSucceeded(deleted)
