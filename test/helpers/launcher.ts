@@ -320,7 +320,7 @@ const handedOut = new Set<number>()
  * connection may take the port as its local end, and a long-lived one (a pooled connection to
  * Temporal or PostgreSQL) kept a test stack's API from listening for minutes (EADDRINUSE).
  */
-const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
+export const PICKABLE = { min: 10_000, max: ephemeralRangeStart() - 1 }
 
 /**
  * Ports in that range that browsers refuse to load pages from (Chromium's `kRestrictedPorts`,

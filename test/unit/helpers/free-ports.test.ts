@@ -1,14 +1,13 @@
+/**
+ * The test harness's port picker (test/helpers/launcher.ts `freePorts`), its random draw steered.
+ */
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
 import { afterEach, describe, it, mock } from 'node:test'
-import { freePorts } from '../../helpers/launcher.js'
-
-const PICKABLE_MIN = 10_000
-const PICKABLE_MAX = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) - 1
+import { freePorts, PICKABLE } from '../../helpers/launcher.js'
 
 /** The `Math.random()` value that makes the picker's try for one port land on `port`. */
 function randomFor (port: number): number {
-  return (port - PICKABLE_MIN + 0.5) / (PICKABLE_MAX - PICKABLE_MIN + 1)
+  return (port - PICKABLE.min + 0.5) / (PICKABLE.max - PICKABLE.min + 1)
 }
 
 const random = Math.random
