@@ -1,0 +1,147 @@
+/**
+ * A host's lease and the rules that make a silent host safe to recover from: the pure half of the
+ * control plane's lease records (activities/host-leases.ts) and of the agent's lease keeper
+ * (host-agent/lease/). docs/design.md §17 has the argument, case by case, and the timing diagram.
+ *
+ * - The control plane grants a host its lease in answer to a heartbeat; the agent counts the term
+ *   from when it sent that heartbeat, on its own clock, and takes a grant only if it comes within
+ *   `grantMaxAgeMs` of the send. So the agent's lease never outlasts the control plane's record
+ *   of it, and the agent's acknowledgement (its answer to the grant) tells the control plane the
+ *   agent holds it at least until `coveredForMs` after the grant.
+ * - The agent pets its host's watchdog only while it holds its lease, or while a majority of its
+ *   peers answer that they do not hold theirs either (the control plane is down, not this host).
+ *   A watchdog not petted for `watchdogMs` kills every VMM of the host within `fenceMs`.
+ * - The control plane takes a host as fenced once `declareAfterMs` has passed since its last
+ *   grant, counted from its own recovery if it was down since, and only while a majority of the
+ *   other hosts held their leases without a break over the last `peerWindowMs`: then no majority
+ *   can have vouched for an outage in time to keep the host's watchdog from firing.
+ *
+ * Every bound allows for clocks that run at different rates: a duration measured on one clock is
+ * within a factor `1 ± clockRate` of the real one.
+ */
+
+export interface LeaseSettings {
+  /** How long a grant holds, from the agent's heartbeat that asked for it. */
+  termMs: number
+  /** The oldest heartbeat whose grant the agent still takes. */
+  grantMaxAgeMs: number
+  /** How long the host's watchdog waits for a pet before it fences the host. */
+  watchdogMs: number
+  /** How long a firing watchdog takes to have every VMM of the host dead. */
+  fenceMs: number
+  /** How long the agent waits for its peers' answers. */
+  peerAskMs: number
+  /** The largest rate difference between any clock and real time (0.01: 1 %). */
+  clockRate: number
+}
+
+export const DEFAULT_LEASE_SETTINGS: LeaseSettings = {
+  termMs: 12_000,
+  grantMaxAgeMs: 4_000,
+  watchdogMs: 5_000,
+  fenceMs: 1_000,
+  peerAskMs: 1_000,
+  clockRate: 0.01
+}
+
+/** A duration measured on one clock that is at least `ms` of real time on any other. */
+function atLeast (ms: number, { clockRate }: LeaseSettings): number {
+  return Math.ceil(ms * (1 + clockRate) / (1 - clockRate))
+}
+
+/**
+ * How long after its last grant (on the control plane's clock) a silent host is surely fenced:
+ * the agent's lease ends within the term of the grant, its last pet comes before that, and its
+ * watchdog fires and kills within `watchdogMs + fenceMs` of it.
+ */
+export function declareAfterMs (settings: LeaseSettings): number {
+  return atLeast(settings.termMs + settings.watchdogMs + settings.fenceMs, settings)
+}
+
+/**
+ * How far back a peer must have held its lease without a break to count against a vouch that
+ * could still keep a host's watchdog from firing now: a pet on a majority's answers fences
+ * within `watchdogMs + fenceMs`, and the answers may be `peerAskMs` older than the pet.
+ */
+export function peerWindowMs (settings: LeaseSettings): number {
+  return atLeast(settings.watchdogMs + settings.fenceMs + settings.peerAskMs, settings)
+}
+
+/**
+ * For how long after a grant's issue (on the control plane's clock) an agent that acknowledged it
+ * surely still holds its lease: the heartbeat that asked was sent at most `grantMaxAgeMs` before
+ * the agent took the grant, and the term runs from that send.
+ */
+export function coveredForMs (settings: LeaseSettings): number {
+  const { termMs, grantMaxAgeMs, clockRate } = settings
+  return Math.floor(termMs * (1 - clockRate) / (1 + clockRate) - grantMaxAgeMs)
+}
+
+/** With no grant to anyone for this long, the control plane was down: every lease starts again. */
+export function outageGapMs (settings: LeaseSettings): number {
+  return Math.floor(settings.termMs / 2)
+}
+
+/** A host's lease as the control plane records it (epoch ms on its clock). */
+export interface LeaseRecord {
+  /** The last grant issued, acknowledged or not. */
+  grantedAt: number | null
+  /** Since when the agent has held its lease without a break, as its acknowledgements show. */
+  heldSince: number | null
+  /** Until when the agent surely holds it. */
+  holdsUntil: number | null
+}
+
+/** The record after the agent acknowledged a grant issued at `grantedAt`, at `ackedAt`. */
+export function acknowledged (record: LeaseRecord, grantedAt: number, ackedAt: number, settings: LeaseSettings): LeaseRecord {
+  const broken = record.holdsUntil === null || record.heldSince === null || ackedAt > record.holdsUntil
+  return {
+    grantedAt: Math.max(record.grantedAt ?? grantedAt, grantedAt),
+    heldSince: broken ? ackedAt : record.heldSince,
+    holdsUntil: Math.max(record.holdsUntil ?? 0, grantedAt + coveredForMs(settings))
+  }
+}
+
+/** Whether the peer surely held its lease over the whole of the last `peerWindowMs`. */
+export function heldThroughWindow (peer: LeaseRecord, now: number, settings: LeaseSettings): boolean {
+  return peer.heldSince !== null && peer.holdsUntil !== null &&
+    peer.heldSince <= now - peerWindowMs(settings) && peer.holdsUntil >= now
+}
+
+export interface LeaseFacts {
+  now: number
+  /** Since when the control plane has been up: its first grant after an outage. */
+  upSince: number
+  host: LeaseRecord
+  /** The other hosts the host could ask: every host registered before its last grant. */
+  peers: LeaseRecord[]
+}
+
+export type LeaseVerdict =
+  | { lost: true, lapsedAt: number }
+  | { lost: false, reason: 'held' | 'peers-not-holding' | 'never-granted', recheckAt: number | null }
+
+/**
+ * Whether the control plane may take the host as fenced now, and if not, when to ask again
+ * (null: only once it has a grant).
+ */
+export function leaseVerdict ({ now, upSince, host, peers }: LeaseFacts, settings: LeaseSettings): LeaseVerdict {
+  if (host.grantedAt === null) return { lost: false, reason: 'never-granted', recheckAt: null }
+  const lapsedAt = Math.max(host.grantedAt, upSince) + declareAfterMs(settings)
+  if (now < lapsedAt) return { lost: false, reason: 'held', recheckAt: lapsedAt }
+  const holding = peers.filter((peer) => heldThroughWindow(peer, now, settings)).length
+  if (holding * 2 > peers.length) return { lost: true, lapsedAt }
+  return { lost: false, reason: 'peers-not-holding', recheckAt: now + Math.ceil(settings.termMs / 4) }
+}
+
+/** One peer's answer to "do you hold your lease?": true, false, or no answer in time (null). */
+export type PeerAnswer = boolean | null
+
+/**
+ * What an agent whose lease has lapsed does: keep petting its watchdog only when a majority of
+ * all its peers answered that they do not hold theirs either; a host that reaches no peer, or
+ * whose peers hold theirs, lets its watchdog fence it.
+ */
+export function outageVouched (answers: readonly PeerAnswer[]): boolean {
+  return answers.filter((answer) => answer === false).length * 2 > answers.length
+}
