@@ -24,26 +24,29 @@
 import { activityInfo, getClient } from '@temporalio/activity'
 import type { HostFencingActivities } from '../contract/activities.js'
 import { reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
-import { readmitFencedHost, setHostLost } from '../db/hosts.js'
-import { inTransaction, type Pool } from '../db/pool.js'
+import { readmitFencedHost, setHostLost, type LostBy } from '../db/hosts.js'
+import { inTransaction, type PoolClient } from '../db/pool.js'
 import { fenceVmmsOnHost, markVmmFenced, unfencedLostVmmsOn } from '../db/vmms.js'
 import { concludedReport, type VmmRecord } from '../domain/vmm.js'
 import { onAgent, type AgentCallDependencies } from './host-agent-calls.js'
 
-const LOST_REASON = 'host declared lost by an operator; VMM fenced'
+const OPERATOR_REASON = 'host declared lost by an operator; VMM fenced'
 
-/** Fences the host and its live VMMs; returns every VMM its loss fenced that its agent has not destroyed yet. */
-async function markHostLost (pool: Pool, hostId: string): Promise<VmmRecord[]> {
-  return await inTransaction(pool, async (tx) => {
-    await setHostLost(tx, hostId)
-    await fenceVmmsOnHost(tx, hostId, LOST_REASON)
-    return await unfencedLostVmmsOn(tx, hostId)
-  })
+/**
+ * Fences the host and its live VMMs, in the caller's transaction; returns every VMM its loss
+ * fenced that its agent has not destroyed yet.
+ */
+export async function markHostLost (tx: PoolClient, hostId: string, by: LostBy, reason: string): Promise<VmmRecord[]> {
+  await setHostLost(tx, hostId, by, reason)
+  await fenceVmmsOnHost(tx, hostId, reason)
+  return await unfencedLostVmmsOn(tx, hostId)
 }
 
-/** Reports the VMM lost to its instance, starting an execution to take it in if none runs. */
-export async function tellLost (vmm: VmmRecord): Promise<void> {
-  await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', LOST_REASON, new Date().toISOString()), activityInfo().taskQueue))
+/** Reports each VMM lost to its instance, starting an execution to take it in if none runs. */
+export async function tellLost (vmms: VmmRecord[]): Promise<void> {
+  for (const vmm of vmms) {
+    await getClient().workflow.signalWithStart(WORKFLOW_TYPES.reports, reportDelivery(concludedReport(vmm, 'lost', vmm.reason ?? OPERATOR_REASON, new Date().toISOString()), activityInfo().taskQueue))
+  }
 }
 
 export function createHostFencing (deps: AgentCallDependencies): HostFencingActivities {
@@ -55,8 +58,8 @@ export function createHostFencing (deps: AgentCallDependencies): HostFencingActi
      * fenced. Safe to retry (module comment).
      */
     async declareHostLost (hostId, byInstanceId) {
-      const lost = await markHostLost(pool, hostId)
-      for (const vmm of lost.filter((v) => v.instanceId !== byInstanceId)) await tellLost(vmm)
+      const lost = await inTransaction(pool, async (tx) => await markHostLost(tx, hostId, 'operator', OPERATOR_REASON))
+      await tellLost(lost.filter((v) => v.instanceId !== byInstanceId))
       return lost
     },
 
@@ -73,6 +76,11 @@ export function createHostFencing (deps: AgentCallDependencies): HostFencingActi
     /** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced. */
     async readmitHost (hostId) {
       return await readmitFencedHost(pool, hostId)
+    },
+
+    /** Brings back a host its lease declared lost, once heard again with none of its lost VMMs unfenced. */
+    async readmitHostLostByLease (hostId) {
+      return await readmitFencedHost(pool, hostId, 'lease')
     }
   }
 }

@@ -5,10 +5,12 @@
  */
 import type { Activities, OperationSettings } from '../contract/activities.js'
 import type { Pool } from '../db/pool.js'
+import { DEFAULT_LEASE_SETTINGS } from '../domain/host-lease.js'
 import { HostAgentClient } from '../http/host-agent-client.js'
 import { bootPlaced, createHostAgentCalls, PLACED_BOOT_TIMEOUT_MS } from './host-agent-calls.js'
 import { createDrains } from './drains.js'
 import { createHostFencing } from './host-fencing.js'
+import { createHostLeases } from './host-leases.js'
 import { createReconciler } from './reconciler.js'
 import { markHostUnreachable, recordHostHeartbeat } from './host-records.js'
 import { openInstance, readMigration, recordInstanceChange } from './instance-records.js'
@@ -58,6 +60,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
     ...createDrains(pool),
     ...createHostAgentCalls(agentCalls),
     ...createHostFencing(agentCalls),
+    ...createHostLeases({ ...agentCalls, lease: deps.settings.lease ?? DEFAULT_LEASE_SETTINGS }),
     ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })
   }
 }

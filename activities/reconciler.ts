@@ -143,7 +143,7 @@ export function createReconciler (deps: ReconcilerDependencies): ReconcilerActiv
     async retellHostLosses () {
       const told: string[] = []
       for (const { vmm, instanceName } of await activeVmmsLostUnnoticed(pool, deps.orphanGraceMs)) {
-        await tellLost(vmm)
+        await tellLost([vmm])
         const action = `told instance ${instanceName} (${vmm.instanceId}) again that its VMM ${vmm.id} was fenced with lost host ${vmm.hostId}`
         log.warn(action, { instanceId: vmm.instanceId })
         told.push(action)

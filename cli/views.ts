@@ -30,7 +30,7 @@ export function instanceDetail (instance: Instance): string {
     ['cloud-init', instance.cloudInit === null
       ? 'none'
       : `${instance.cloudInit.sshKeys.length} SSH key(s), ${instance.cloudInit.userDataBytes} bytes of user-data`],
-    ['policy', `restart ${instance.restartPolicy}, stop grace ${instance.stopGraceSeconds} s`],
+    ['policy', `restart ${instance.restartPolicy}, on host failure ${instance.onHostFailure}, stop grace ${instance.stopGraceSeconds} s`],
     ['created', timestamp(instance.createdAt)],
     ['updated', timestamp(instance.updatedAt)],
     ...(instance.destroyedAt === null ? [] : [['destroyed', timestamp(instance.destroyedAt)] as [string, string]])

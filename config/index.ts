@@ -9,6 +9,7 @@
 import { cpus, totalmem } from 'node:os'
 import { join, resolve } from 'node:path'
 import { z } from 'zod'
+import { DEFAULT_LEASE_SETTINGS } from '../domain/host-lease.js'
 import { DEFAULT_STOP_GRACE_SECONDS, HISTORY_LIMITS } from '../domain/limits.js'
 
 export type Env = Record<string, string | undefined>
@@ -148,6 +149,8 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
       VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
+      VMPLANE_HOST_LEASE_SECONDS: z.coerce.number().min(DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000, `must be at least ${DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000} (three times the oldest heartbeat whose grant an agent takes)`).default(DEFAULT_LEASE_SETTINGS.termMs / 1000),
+      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(DEFAULT_LEASE_SETTINGS.watchdogMs / 1000),
       VMPLANE_RESTART_BACKOFF_SECONDS: seconds.default(10),
       VMPLANE_RESTART_BACKOFF_MAX_SECONDS: seconds.default(300),
       VMPLANE_RESTART_RESET_SECONDS: seconds.default(600),
@@ -195,6 +198,11 @@ export function workerConfig (env: Env = process.env) {
     },
     /** When a halt continues as new (domain/limits.ts). */
     history: { ...HISTORY_LIMITS },
+    /**
+     * Hosts' leases (docs/design.md §17): their term, and the longest watchdog timeout a host may
+     * announce and still be declared lost by its lease.
+     */
+    lease: { ...DEFAULT_LEASE_SETTINGS, termMs: w.VMPLANE_HOST_LEASE_SECONDS * 1000, watchdogMs: w.VMPLANE_HOST_WATCHDOG_SECONDS * 1000 },
     /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
     metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),
@@ -218,11 +226,13 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_AGENT_NETNS: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be a network namespace name').optional(),
       VMPLANE_AGENT_BRIDGE: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('vmplane0'),
       VMPLANE_MIGRATION_LISTEN: migrationListen.optional(),
+      VMPLANE_AGENT_WATCHDOG: z.string().regex(/^(unix:)?\/[^\0]*$/, 'must be a device path (/dev/watchdog) or unix:<socket path>').optional(),
+      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(5),
       VMPLANE_SERIAL_LOG_KIB: count.default(1024),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
       VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
       VMPLANE_HOST_MEMORY_MIB: count.default(Math.floor(totalmem() / 1024 / 1024)),
-      VMPLANE_HEARTBEAT_SECONDS: seconds.default(5),
+      VMPLANE_HEARTBEAT_SECONDS: seconds.default(2),
       VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: seconds.default(5),
       VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5),
       VMPLANE_VMM_PING_SECONDS: seconds.default(10),
@@ -252,6 +262,12 @@ export function agentConfig (env: Env = process.env) {
     bridge: a.VMPLANE_AGENT_BRIDGE,
     /** Where this host's migration targets listen; by default a directory in the shared storage. */
     migrationListen: a.VMPLANE_MIGRATION_LISTEN ?? { kind: 'unix', dir: join(resolve(a.VMPLANE_STORAGE_DIR), 'migrations') },
+    /**
+     * The host's watchdog, which the agent pets only while it holds its lease (docs/design.md
+     * §17), and the timeout it was set to; without one the host keeps no lease and is never
+     * declared lost by itself.
+     */
+    watchdog: a.VMPLANE_AGENT_WATCHDOG === undefined ? null : { target: a.VMPLANE_AGENT_WATCHDOG, timeoutMs: a.VMPLANE_HOST_WATCHDOG_SECONDS * 1000 },
     serialLogBytes: a.VMPLANE_SERIAL_LOG_KIB * 1024,
     cloudHypervisor: a.VMPLANE_CLOUD_HYPERVISOR,
     capacity: { vcpus: a.VMPLANE_HOST_VCPUS, memoryMiB: a.VMPLANE_HOST_MEMORY_MIB },
@@ -269,6 +285,26 @@ export function agentConfig (env: Env = process.env) {
   }
 }
 export type AgentConfig = ReturnType<typeof agentConfig>
+
+/** The dev stack's and the tests' host watchdog (host-agent/watchdog/), beside the host's agent. */
+export function watchdogConfig (env: Env = process.env) {
+  const w = parseEnv(
+    z.object({
+      VMPLANE_HOST_ID: z.string().min(1),
+      VMPLANE_AGENT_STATE_DIR: z.string().min(1),
+      VMPLANE_WATCHDOG_SOCKET: z.string().regex(/^\/[^\0]*$/, 'must be an absolute path'),
+      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(5)
+    }),
+    env
+  )
+  return {
+    hostId: w.VMPLANE_HOST_ID,
+    stateDir: resolve(w.VMPLANE_AGENT_STATE_DIR),
+    socketPath: w.VMPLANE_WATCHDOG_SOCKET,
+    timeoutMs: w.VMPLANE_HOST_WATCHDOG_SECONDS * 1000,
+    log: logConfig(env)
+  }
+}
 
 /** Reads a process's configuration, or stops the process with one line saying what is wrong. */
 export function loadConfigOrExit<T> (read: () => T, processName: string): T {

@@ -11,6 +11,7 @@
  */
 import type { HostAnnouncement, HostStatus } from '../domain/host.js'
 import type { IncomingMigration, VmmSpec } from '../domain/host-agent-api.js'
+import type { LeaseSettings } from '../domain/host-lease.js'
 import type { InstanceState, IntendedState } from '../domain/instance.js'
 import type { RestartBackoff } from '../domain/instance-rules.js'
 import type { MigrationSettings } from '../domain/migration.js'
@@ -30,6 +31,8 @@ export interface OperationSettings extends RestartBackoff {
   migration: MigrationSettings
   /** When a halt continues as new (workflows/execution.ts); absent in histories recorded before it did. */
   history?: HistoryLimits
+  /** Hosts' leases (docs/design.md §17); absent in histories recorded before hosts held leases. */
+  lease?: LeaseSettings
 }
 
 export interface HistoryLimits {
@@ -53,6 +56,20 @@ export interface InstanceRecordActivities {
 export interface HostRecordActivities {
   recordHostHeartbeat: (announcement: HostAnnouncement) => Promise<HostStatus>
   markHostUnreachable: (hostId: string, lastHeardAt: string | null) => Promise<void>
+}
+
+/** Whether a silent host was declared lost by its lease, and if not, in how long to judge again (null: not until it is heard). */
+export interface LeaseJudgement {
+  lost: boolean
+  judgeAgainInMs: number | null
+}
+
+/** A host's lease, as its monitor grants and judges it (activities/host-leases.ts, docs/design.md §17). */
+export interface HostLeaseActivities {
+  /** Grants the host its lease in answer to a heartbeat's request; whether its agent took it. */
+  grantLease: (hostId: string, request: NonNullable<HostAnnouncement['lease']>) => Promise<boolean>
+  /** Declares the host lost if its lease's bound has passed while a majority of its peers held theirs. */
+  judgeHostLease: (hostId: string) => Promise<LeaseJudgement>
 }
 
 export interface VmmTarget {
@@ -120,6 +137,8 @@ export interface HostFencingActivities {
   fenceLostVmms: (hostId: string) => Promise<number>
   /** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced. */
   readmitHost: (hostId: string) => Promise<boolean>
+  /** The same, for a host its lease declared lost (an operator's declaration waits for an operator). */
+  readmitHostLostByLease: (hostId: string) => Promise<boolean>
 }
 
 export interface InstanceOnHost {
@@ -196,6 +215,7 @@ export interface ReconcilerActivities {
 export type Activities =
   InstanceRecordActivities &
   HostRecordActivities &
+  HostLeaseActivities &
   HostAgentActivities &
   HostFencingActivities &
   DrainActivities &

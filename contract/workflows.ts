@@ -104,6 +104,8 @@ export interface MonitorHostInput {
   lastAnnouncement: HostAnnouncement | null
   /** An operator's action received while the previous run continued as new. */
   operatorAction?: 'lost' | 'readmit' | null
+  /** When the host's lease is to be judged next (workflow time, epoch ms), carried across continue-as-new. */
+  judgeLeaseAt?: number | null
 }
 
 /** The workflow ID of a host's drain: one at a time per host. */

@@ -106,18 +106,105 @@ export async function agentUrlOf (db: Queryable, hostId: string): Promise<string
   return rows.length === 0 ? null : rows[0].agent_url
 }
 
-/** Declares the host lost (its VMMs are fenced in the same transaction, db/vmms.ts). */
-export async function setHostLost (tx: PoolClient, hostId: string): Promise<void> {
-  await tx.query("UPDATE hosts SET status = 'lost', status_since = now() WHERE id = $1 AND status <> 'lost'", [hostId])
+/** Who declared a host lost: an operator, or its lease's bound passing (docs/design.md §17). */
+export type LostBy = 'operator' | 'lease'
+
+/** Declares the host lost, saying by whom and why (its VMMs are fenced in the same transaction, db/vmms.ts). */
+export async function setHostLost (tx: PoolClient, hostId: string, by: LostBy, reason: string): Promise<void> {
+  await tx.query("UPDATE hosts SET status = 'lost', status_since = now(), lost_by = $2, lost_reason = $3 WHERE id = $1 AND status <> 'lost'", [hostId, by, reason])
 }
 
-/** Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced; whether it did. */
-export async function readmitFencedHost (db: Queryable, hostId: string): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `UPDATE hosts SET status = 'active', status_since = now()
-      WHERE id = $1 AND status = 'lost'
-        AND NOT EXISTS (SELECT 1 FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL)`,
+/** The control plane's grant of a host's lease, as recorded (docs/design.md §17). */
+export interface RecordedGrant {
+  /** On PostgreSQL's clock, ms since the epoch. */
+  grantedAt: number
+  /** Every other host, registered before the grant: those its agent asks when its lease lapses. */
+  peers: Array<{ hostId: string, agentUrl: string }>
+}
+
+/**
+ * Records a grant of the host's lease, for an agent that pets a watchdog of `watchdogMs`, and the
+ * control plane's liveness: a grant after `outageGapMs` with none to anyone starts its uptime
+ * again, and every lease with it.
+ */
+export async function recordLeaseGrant (tx: PoolClient, hostId: string, watchdogMs: number, outageGapMs: number): Promise<RecordedGrant> {
+  await tx.query(
+    `INSERT INTO lease_clock (last_grant_at, up_since) VALUES (clock_timestamp(), clock_timestamp())
+     ON CONFLICT (id) DO UPDATE SET
+       up_since = CASE WHEN lease_clock.last_grant_at < clock_timestamp() - make_interval(secs => $1::double precision / 1000)
+                       THEN clock_timestamp() ELSE lease_clock.up_since END,
+       last_grant_at = clock_timestamp()`,
+    [outageGapMs]
+  )
+  const { rows } = await tx.query(
+    `UPDATE hosts SET lease_granted_at = clock_timestamp(), lease_watchdog_ms = $2 WHERE id = $1
+     RETURNING (extract(epoch FROM lease_granted_at) * 1000)::float8 AS granted_ms`,
+    [hostId, watchdogMs]
+  )
+  const peers = await tx.query('SELECT id, agent_url FROM hosts WHERE id <> $1 ORDER BY id', [hostId])
+  return { grantedAt: rows[0].granted_ms, peers: peers.rows.map((row) => ({ hostId: row.id, agentUrl: row.agent_url })) }
+}
+
+/** A host's lease as recorded, with PostgreSQL's clock now, epoch ms. */
+export interface LeaseRow {
+  now: number
+  grantedAt: number | null
+  heldSince: number | null
+  holdsUntil: number | null
+}
+
+const LEASE_ROW = `(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms,
+  (extract(epoch FROM lease_granted_at) * 1000)::float8 AS granted_ms,
+  (extract(epoch FROM lease_held_since) * 1000)::float8 AS held_since_ms,
+  (extract(epoch FROM lease_holds_until) * 1000)::float8 AS holds_until_ms`
+
+function toLeaseRow (row: Record<string, any>): LeaseRow {
+  return { now: row.now_ms, grantedAt: row.granted_ms, heldSince: row.held_since_ms, holdsUntil: row.holds_until_ms }
+}
+
+/** Locks the host's row; its lease as recorded, or null for a host not registered. */
+export async function lockLease (tx: PoolClient, hostId: string): Promise<LeaseRow | null> {
+  const { rows } = await tx.query(`SELECT ${LEASE_ROW} FROM hosts WHERE id = $1 FOR UPDATE`, [hostId])
+  return rows.length === 0 ? null : toLeaseRow(rows[0])
+}
+
+/** Records how long the host's agent surely holds its lease, from its acknowledgements. */
+export async function setLeaseHeld (tx: PoolClient, hostId: string, heldSince: number, holdsUntil: number): Promise<void> {
+  await tx.query('UPDATE hosts SET lease_held_since = to_timestamp($2::float8 / 1000), lease_holds_until = to_timestamp($3::float8 / 1000) WHERE id = $1', [hostId, heldSince, holdsUntil])
+}
+
+/** What a judgement of the host's lease needs: its record, the control plane's uptime and its peers'. */
+export interface LeaseFactsRows {
+  host: LeaseRow & { status: HostStatus, watchdogMs: number | null }
+  upSince: number
+  peers: LeaseRow[]
+}
+
+export async function leaseFactsOf (tx: PoolClient, hostId: string): Promise<LeaseFactsRows | null> {
+  const { rows } = await tx.query(`SELECT ${LEASE_ROW}, status, lease_watchdog_ms, registered_at FROM hosts WHERE id = $1 FOR UPDATE`, [hostId])
+  if (rows.length === 0) return null
+  const clock = await tx.query('SELECT (extract(epoch FROM up_since) * 1000)::float8 AS up_since_ms FROM lease_clock')
+  const peers = await tx.query(
+    `SELECT ${LEASE_ROW} FROM hosts WHERE id <> $1 AND registered_at <= (SELECT lease_granted_at FROM hosts WHERE id = $1)`,
     [hostId]
+  )
+  return {
+    host: { ...toLeaseRow(rows[0]), status: rows[0].status, watchdogMs: rows[0].lease_watchdog_ms },
+    upSince: clock.rows[0]?.up_since_ms ?? 0,
+    peers: peers.rows.map(toLeaseRow)
+  }
+}
+
+/**
+ * Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced, and with
+ * `by`, only if that is who declared it; whether it did.
+ */
+export async function readmitFencedHost (db: Queryable, hostId: string, by: LostBy | null = null): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE hosts SET status = 'active', status_since = now(), lost_by = NULL, lost_reason = NULL
+      WHERE id = $1 AND status = 'lost' AND ($2::text IS NULL OR lost_by = $2)
+        AND NOT EXISTS (SELECT 1 FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL)`,
+    [hostId, by]
   )
   return rowCount === 1
 }

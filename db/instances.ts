@@ -49,11 +49,11 @@ const STORAGE_LOCK = 0x766d_7064 // "vmpd"
 
 export async function insertInstance (tx: PoolClient, id: string, spec: NewInstance): Promise<InsertOutcome> {
   const result = await tx.query(
-    `INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, restart_policy, state, intended_state, cloud_init)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'creating', $8, $9)
+    `INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, restart_policy, on_host_failure, state, intended_state, cloud_init)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'creating', $9, $10)
      ON CONFLICT DO NOTHING`,
     [id, spec.name, spec.vcpus, spec.memoryMiB, JSON.stringify(spec.boot), spec.stopGraceSeconds, spec.restartPolicy,
-      spec.intendedState, spec.cloudInit === undefined || spec.cloudInit === null ? null : JSON.stringify(spec.cloudInit)]
+      spec.onHostFailure ?? 'fail', spec.intendedState, spec.cloudInit === undefined || spec.cloudInit === null ? null : JSON.stringify(spec.cloudInit)]
   )
   if (result.rowCount !== 1) {
     return await instanceExists(tx, id) ? { inserted: true } : { inserted: false, problem: { kind: 'name-taken' } }

@@ -11,7 +11,7 @@ import type { VmmRecord } from '../domain/vmm.js'
 
 type Row = Record<string, any>
 
-export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy,
+export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy, i.on_host_failure,
   i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.restart_attempts, i.restart_at,
   i.created_at, i.updated_at, i.destroyed_at, i.cloud_init,
   (SELECT COALESCE(jsonb_agg(jsonb_build_object(
@@ -35,6 +35,7 @@ export function toInstance (row: Row): Instance {
     cloudInit: row.cloud_init,
     stopGraceSeconds: row.stop_grace_seconds,
     restartPolicy: row.restart_policy,
+    onHostFailure: row.on_host_failure,
     state: row.state,
     intendedState: row.intended_state,
     activeVmmId: row.active_vmm_id,

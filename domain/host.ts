@@ -33,6 +33,11 @@ export interface HostAnnouncement {
   storageGiB?: number
   /** The base images in the host's image directory. */
   images?: HostImage[]
+  /**
+   * The heartbeat's request for the host's lease (docs/design.md §17), from an agent that pets a
+   * watchdog set to `watchdogMs`; absent from one that keeps no lease.
+   */
+  lease?: { seq: number, watchdogMs: number }
 }
 
 export interface Host extends HostCapacity {

@@ -23,7 +23,7 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
   if (vmm.state === 'lost') {
     return {
       state: 'failed',
-      error: { code: 'HostLost', message: `host ${vmm.hostId} was declared lost by an operator` },
+      error: { code: 'HostLost', message: `host ${vmm.hostId}: ${vmm.reason ?? 'declared lost'}` },
       message: `host ${vmm.hostId} declared lost; VMM fenced`
     }
   }
@@ -48,6 +48,12 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
         state: 'failed',
         error: { code: 'VmmVanished', message: 'the VMM process disappeared while its host agent was down; exit status unknown' },
         message: 'VMM vanished'
+      }
+    case 'fenced':
+      return {
+        state: 'failed',
+        error: { code: 'HostFenced', message: vmm.reason ?? `host ${vmm.hostId} lost its lease and fenced itself` },
+        message: 'VMM fenced with its host'
       }
     case 'migrated':
       // The instance's record still names this VMM, so the migration's commit was not recorded:
@@ -78,23 +84,30 @@ export interface RestartBackoff {
  * When a failed instance restarts by itself, if it does: only with restart policy `on-failure`,
  * while the user still wants it running. The delay doubles with each restart in a row, up to the
  * maximum; a VMM that ran long enough starts the count over; a failure that is not the guest's
- * fault (its host was declared lost) does not count. A guest that powered itself off is
+ * fault (its host was declared lost, or fenced itself) does not count. An instance whose policy on
+ * host failure is `restart` restarts at once after such a failure, whatever its restart policy:
+ * the host is known fenced, so nothing is gained by waiting. A guest that powered itself off is
  * `stopped`, not failed, and never restarts.
  */
 export function planRestart (
-  instance: Pick<Instance, 'restartPolicy' | 'intendedState' | 'restartAttempts'>,
+  instance: Pick<Instance, 'restartPolicy' | 'onHostFailure' | 'intendedState' | 'restartAttempts'>,
   vmm: Pick<VmmRecord, 'runningSince'>,
   outcome: InstanceOutcome,
   backoff: RestartBackoff,
   now: number
 ): { at: number, attempts: number } | null {
-  if (instance.restartPolicy !== 'on-failure' || outcome.state !== 'failed' || instance.intendedState !== 'running') return null
+  if (outcome.state !== 'failed' || instance.intendedState !== 'running') return null
+  const hostFailure = HOST_FAILURES.includes(outcome.error?.code ?? '')
+  if (hostFailure && instance.onHostFailure === 'restart') return { at: now, attempts: instance.restartAttempts }
+  if (instance.restartPolicy !== 'on-failure') return null
   const ranLongEnough = vmm.runningSince !== null && now - Date.parse(vmm.runningSince) >= backoff.restartResetMs
   const attempts = ranLongEnough ? 0 : instance.restartAttempts
   const delay = Math.min(backoff.restartBackoffMs * 2 ** attempts, backoff.restartBackoffMaxMs)
-  const counts = outcome.error?.code !== 'HostLost'
-  return { at: now + delay, attempts: counts ? attempts + 1 : attempts }
+  return { at: now + delay, attempts: hostFailure ? attempts : attempts + 1 }
 }
+
+/** The failures that are the host's, not the guest's. */
+const HOST_FAILURES: readonly string[] = ['HostLost', 'HostFenced']
 
 /**
  * What happens to a request, given the instance's state and the operation in flight (if any), so

@@ -28,6 +28,14 @@ export type IntendedState = (typeof INTENDED_STATES)[number]
 export const RESTART_POLICIES = ['never', 'on-failure'] as const
 export type RestartPolicy = (typeof RESTART_POLICIES)[number]
 
+/**
+ * What an instance does when its host is declared lost (by an operator, or by its lease:
+ * docs/design.md §17): `restart` starts it again on another host at once; `fail` leaves it
+ * `failed` (`HostLost`) until someone starts it.
+ */
+export const HOST_FAILURE_POLICIES = ['fail', 'restart'] as const
+export type HostFailurePolicy = (typeof HOST_FAILURE_POLICIES)[number]
+
 export interface BootSource {
   /** Kernel image, named relative to the host's image directory. */
   kernel: string
@@ -99,6 +107,7 @@ export interface Instance extends InstanceShape {
   intendedState: IntendedState
   stopGraceSeconds: number
   restartPolicy: RestartPolicy
+  onHostFailure: HostFailurePolicy
   activeVmmId: string | null
   generation: number
   lastError: InstanceError | null

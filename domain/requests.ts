@@ -3,7 +3,7 @@
  * instance, as the instance's workflow receives it. Each carries the operation's ID, chosen by
  * whoever accepted the request; every effect of the operation is keyed by it (domain/decisions.ts).
  */
-import type { CloudInitInput, DiskSpec, InstanceShape, IntendedState, RestartPolicy } from './instance.js'
+import type { CloudInitInput, DiskSpec, HostFailurePolicy, InstanceShape, IntendedState, RestartPolicy } from './instance.js'
 
 export interface OperationRequestBase {
   operationId: string
@@ -28,6 +28,8 @@ export interface NewInstance extends InstanceShape {
   name: string
   stopGraceSeconds: number
   restartPolicy: RestartPolicy
+  /** Absent in histories recorded before hosts held leases: `fail`. */
+  onHostFailure?: HostFailurePolicy
   intendedState: IntendedState
   /** Absent in histories recorded before disks existed. */
   disks?: NewDisk[]

@@ -40,6 +40,8 @@ export const VMM_EXIT_CAUSES = [
   'boot-failed',
   /** The process is gone and how it ended is not known (it died while the agent was down). */
   'vanished',
+  /** The host's lease lapsed and no majority of its peers vouched for an outage: the agent killed the VMM (docs/design.md §17). */
+  'fenced',
   /**
    * The VM left by live migration: the process exited 0 after `migration-finished`, having
    * handed the VM over to the migration's target.

@@ -12,6 +12,9 @@ import type { AgentConfig } from '../config/index.js'
 import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
 import { AgentMetrics } from './metrics.js'
+import { LeaseKeeper } from './lease/lease-keeper.js'
+import { askPeer, readPeers, savePeers } from './lease/peers.js'
+import { openWatchdog } from './lease/watchdog.js'
 import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
@@ -31,6 +34,10 @@ const ADOPTED_PROCESS_POLL_MS = 1000
 const API_READY_TIMEOUT_MS = 10_000
 /** How long a kill waits for the process to exit before the caller is asked to retry. */
 const KILL_WAIT_MS = 10_000
+/** How often the lease keeper pets the watchdog or asks its peers: well inside any watchdog's timeout. */
+const LEASE_DECISION_MS = 1_000
+/** How long a started agent waits for its first grant before it fences (host-agent/lease/lease-keeper.ts). */
+const LEASE_STARTUP_GRACE_MS = 10_000
 
 export interface RunningAgent {
   app: FastifyInstance
@@ -58,6 +65,8 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
 
   const temporal = new TemporalGateway(config.temporal)
   const metrics = new AgentMetrics(config.hostId)
+  // Made once the supervisor is, which it fences; the supervisor asks it before every new VMM.
+  let lease: LeaseKeeper | null = null
   const outbox = new ReportOutbox(
     { hostId: config.hostId, retryMaxMs: config.reportRetryMaxMs },
     async (report) => {
@@ -85,10 +94,28 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     log,
     onChange: (vmm) => { outbox.notify(vmm) },
     onKill: (cause) => { metrics.vmmKilled(cause) },
-    onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) }
+    onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) },
+    refusesNewVmms: () => lease === null || lease.mayStartVmms() ? null : 'this host holds no lease from the control plane: it takes no new VMM until it does'
   })
+  if (config.watchdog !== null) {
+    const watchdog = openWatchdog(config.watchdog.target, log)
+    // Armed before any VMM is adopted: from here the host is fenced unless its lease is kept.
+    watchdog.arm()
+    lease = new LeaseKeeper(
+      { petEveryMs: LEASE_DECISION_MS, startupGraceMs: LEASE_STARTUP_GRACE_MS },
+      {
+        pet: () => { watchdog.pet() },
+        askPeer: async (peer, timeoutMs) => await askPeer(peer, timeoutMs, config.token),
+        fence: async (reason) => { await supervisor.fenceAll(reason) },
+        savePeers: (peers) => { savePeers(config.stateDir, peers, log) }
+      },
+      log,
+      await readPeers(config.stateDir, log)
+    )
+  }
   metrics.readFrom({ vmmStates: () => supervisor.all().map((vmm) => vmm.record.state), outboxDepth: () => outbox.pending })
   await supervisor.start()
+  lease?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
 
@@ -96,7 +123,9 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const app = await buildAgentApp({ token: config.token, faultsFrom: config.faultInjection ? config.stateDir : null }, log, {
     supervisor,
     metrics: metrics.registry,
-    health: { status: 'ok', hostId: config.hostId, startedAt }
+    health: { status: 'ok', hostId: config.hostId, startedAt },
+    hostId: config.hostId,
+    lease
   })
   await app.listen({ host: config.listenHost, port: config.listenPort })
 
@@ -107,7 +136,8 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       capacity: config.capacity,
       agentStartedAt: startedAt,
       storageGiB: config.storageGiB ?? await storage.capacityGiB(),
-      images: await images.catalog()
+      images: await images.catalog(),
+      ...(lease === null || config.watchdog === null ? {} : { lease: { seq: lease.request(), watchdogMs: config.watchdog.timeoutMs } })
     }),
     config.heartbeatMs,
     async (announcement) => { await temporal.sendHeartbeat(announcement) },
@@ -121,6 +151,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     outbox,
     async close () {
       heartbeat.stop()
+      lease?.stop()
       await app.close()
       outbox.stop()
       supervisor.release()

@@ -5,7 +5,7 @@
  * - `vmplane_agent_vmms{state}`: the VMMs this agent knows, by state, read at each scrape.
  * - `vmplane_agent_vmm_kills_total{cause}`: SIGKILLs sent to VMM processes: `destroy`,
  *   `stop-deadline`, `boot-failed`, `migration-failed` (a target whose receive failed),
- *   `migration-cancelled`, or `stray` (a process no record owns).
+ *   `migration-cancelled`, `fenced` (the host's lease lapsed), or `stray` (a process no record owns).
  * - `vmplane_agent_migrations_total{role, outcome}`: halves of live migrations this agent saw end,
  *   by role (`source`, `target`) and outcome (`finished`, `failed`, `cancelled`).
  * - `vmplane_agent_report_lag_seconds`: from a VMM's change to Temporal accepting its report.
@@ -14,7 +14,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { MigrationRole } from '../domain/vmm.js'
 
-export type KillCause = 'destroy' | 'stop-deadline' | 'boot-failed' | 'migration-failed' | 'migration-cancelled' | 'stray'
+export type KillCause = 'destroy' | 'stop-deadline' | 'boot-failed' | 'migration-failed' | 'migration-cancelled' | 'fenced' | 'stray'
 export type MigrationOutcome = 'finished' | 'failed' | 'cancelled'
 
 export interface MetricSources {

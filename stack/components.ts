@@ -40,6 +40,8 @@ export interface HostPlan {
   storageDir: string
   /** The host's network namespace (host-network.ts). */
   netns: string
+  /** Where the host's watchdog listens for its agent's pets (host-agent/watchdog/). */
+  watchdogSocket: string
 }
 
 /**
@@ -59,7 +61,8 @@ export interface Replica {
 export const WORKER_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'worker.js')
 export const AGENT_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'agent.js')
 const API_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'api.js')
-const ENTRY_POINTS = [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY]
+export const WATCHDOG_ENTRY = join(REPO_ROOT, 'dist', 'bundle', 'host-watchdog.js')
+const ENTRY_POINTS = [WORKER_ENTRY, AGENT_ENTRY, API_ENTRY, WATCHDOG_ENTRY]
 
 /** Fails with a clear message when a component has not been built. */
 export async function checkEntryPoints (): Promise<void> {
@@ -134,8 +137,28 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_STORAGE_DIR: host.storageDir,
     VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
-    VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary
+    VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary,
+    VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}`
   })
+  return inHostNamespace(host, spec)
+}
+
+/**
+ * The host's watchdog (host-agent/watchdog/), in the host's namespace beside its agent: what
+ * `/dev/watchdog` is to a real host. Its timeout is `VMPLANE_HOST_WATCHDOG_SECONDS`, which the
+ * agent announces and the worker counts on (docs/design.md §17).
+ */
+export function watchdogSpec (context: ComponentContext, host: HostPlan): ComponentSpec {
+  return inHostNamespace(host, node(`watchdog-${host.id}`, WATCHDOG_ENTRY, {
+    ...context.env,
+    VMPLANE_HOST_ID: host.id,
+    VMPLANE_AGENT_STATE_DIR: host.stateDir,
+    VMPLANE_WATCHDOG_SOCKET: host.watchdogSocket
+  }))
+}
+
+/** Runs the component inside the host's network namespace, as on a machine of its own. */
+function inHostNamespace (host: HostPlan, spec: ComponentSpec): ComponentSpec {
   return { ...spec, command: 'ip', args: ['netns', 'exec', host.netns, spec.command, ...spec.args] }
 }
 

@@ -23,6 +23,7 @@ import { apiTokenPath, stackFilePath } from '../cli/dev-stack-files.js'
 export interface HostDirs {
   stateDir: string
   imageDir: string
+  watchdogSocket: string
 }
 
 export function stackPaths (dataDir: string) {
@@ -47,7 +48,8 @@ export function stackPaths (dataDir: string) {
     host (hostId: string): HostDirs {
       return {
         stateDir: join(dataDir, 'hosts', hostId, 'state'),
-        imageDir: join(dataDir, 'hosts', hostId, 'images')
+        imageDir: join(dataDir, 'hosts', hostId, 'images'),
+        watchdogSocket: join(dataDir, 'hosts', hostId, 'watchdog.sock')
       }
     }
   }

@@ -31,7 +31,7 @@ import type { StackConfig } from './config.js'
 import { migrate } from '../db/migrate.js'
 import { ensureTemporalServer, ensureTemporalTools } from '../scripts/tools/temporal-tools.js'
 import {
-  agentSpec, apiSpec, apiUrl, checkEntryPoints, planApiReplicas, planHosts, planWorkerReplicas, workerSpec,
+  agentSpec, apiSpec, watchdogSpec, apiUrl, checkEntryPoints, planApiReplicas, planHosts, planWorkerReplicas, workerSpec,
   type ComponentContext, type HostPlan, type Replica
 } from './components.js'
 import { BALANCER_COMPONENT, balancerSpec } from './api-balancer.js'
@@ -143,6 +143,7 @@ export class DevStack {
       await attachHost(lan, host.netns, host.id, host.address)
       if (hypervisor.simulated) await writeStandInImages(host.imageDir)
       else await mkdir(host.imageDir, { recursive: true })
+      this.startComponent(watchdogSpec(context, host))
       this.startComponent(agentSpec(context, host, hypervisor, lan))
     }
     for (const api of this.apis) this.startComponent(apiSpec(context, api))

@@ -98,7 +98,8 @@ export function workerActivities (config: WorkerConfig, pool: Pool): Activities 
       restartResetMs: config.restartResetMs,
       orphanGraceMs: config.orphanGraceMs,
       migration: config.migration,
-      history: config.history
+      history: config.history,
+      lease: config.lease
     }
   })
 }

@@ -11,7 +11,15 @@
  * carries the latest announcement, so one record serves all that came meanwhile.
  *
  * A host an operator declared lost stays lost; while it is, each heartbeat makes its agent destroy
- * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left.
+ * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left. A host its
+ * lease declared lost fenced itself: it is taken back as soon as it is heard again with none left.
+ *
+ * The host's lease (docs/design.md §17, activities/host-leases.ts): each heartbeat that asks for
+ * it is answered with a grant, and the lease is judged once its bound (`declareAfterMs`) has passed
+ * since the last grant with no heartbeat since. The judgement declares the host lost when the rule
+ * allows; otherwise it says when to judge again, or that nothing will change until the host is
+ * heard. The wait for a heartbeat ends at the unreachable threshold or the judgement, whichever
+ * comes first, each counted from when it was set (patch `host-leases`).
  *
  * The history is kept short by continuing as new every 200 events (about four minutes of
  * heartbeats): a worker that loses the execution from its cache replays the whole history, and a
@@ -23,13 +31,14 @@ import { condition, continueAsNew, patched, setHandler, workflowInfo } from '@te
 import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../contract/messages.js'
 import type { MonitorHostInput } from '../contract/workflows.js'
 import type { HostAnnouncement } from '../domain/host.js'
-import { agents, reads, records } from './activity-proxies.js'
-import { HEARTBEATS_NOT_SKIPPED_PATCH } from './patches.js'
+import { declareAfterMs } from '../domain/host-lease.js'
+import { agents, grants, reads, records } from './activity-proxies.js'
+import { HEARTBEATS_NOT_SKIPPED_PATCH, HOST_LEASES_PATCH } from './patches.js'
 
 const HISTORY_LIMIT = 200
 
 export async function monitorHost (input: MonitorHostInput): Promise<void> {
-  const { hostUnreachableAfterMs } = await reads.operationSettings()
+  const { hostUnreachableAfterMs, lease } = await reads.operationSettings()
   let latest = input.lastAnnouncement
   let heardAt = 0
   // An operator's action that arrived while the previous run was continuing as new is carried
@@ -45,16 +54,27 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
   let reachable = true
   /** When the last heartbeat this run recorded was heard; the loop waits for a later one. */
   let recorded = 0
+  /** When the host is to be marked unreachable if still silent, and when its lease is to be judged (workflow time). */
+  let unreachableAt = Date.now() + hostUnreachableAfterMs
+  let judgeLeaseAt = input.judgeLeaseAt ?? null
   while (!workflowInfo().continueAsNewSuggested && workflowInfo().historyLength < HISTORY_LIMIT) {
     const heard = patched(HEARTBEATS_NOT_SKIPPED_PATCH) ? recorded : heardAt
     const wake = (): boolean => heardAt !== heard || operatorAction !== null
-    // A reachable host has until the threshold to be heard; an unreachable one, forever.
-    const woken = operatorAction !== null || (reachable ? await condition(wake, hostUnreachableAfterMs) : await condition(wake).then(() => true))
+    const leases = patched(HOST_LEASES_PATCH)
+    // A reachable host has until the threshold to be heard; an unreachable one, forever; a lease
+    // to judge, until its judgement.
+    const waitMs = leases ? untilFirst(reachable ? unreachableAt : null, judgeLeaseAt) : reachable ? hostUnreachableAfterMs : null
+    const woken = operatorAction !== null || (waitMs === null ? await condition(wake).then(() => true) : await condition(wake, waitMs))
     const action: 'lost' | 'readmit' | null = operatorAction
     operatorAction = null
     if (action === 'lost') await agents.declareHostLost(input.hostId, null)
     if (action === 'readmit') await records.readmitHost(input.hostId)
     if (!woken) {
+      if (leases && judgeLeaseAt !== null && Date.now() >= judgeLeaseAt) {
+        const { judgeAgainInMs } = await records.judgeHostLease(input.hostId)
+        judgeLeaseAt = judgeAgainInMs === null ? null : Date.now() + judgeAgainInMs
+        continue
+      }
       reachable = false
       await records.markHostUnreachable(input.hostId, heard === 0 ? null : new Date(heard).toISOString())
       continue
@@ -63,7 +83,22 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
     if (heardAt === heard || announcement === null) continue
     recorded = heardAt
     reachable = true
-    if (await records.recordHostHeartbeat(announcement) === 'lost') await agents.fenceLostVmms(input.hostId)
+    unreachableAt = Date.now() + hostUnreachableAfterMs
+    if (await records.recordHostHeartbeat(announcement) === 'lost') {
+      await agents.fenceLostVmms(input.hostId)
+      if (leases) await records.readmitHostLostByLease(input.hostId)
+    }
+    if (leases && announcement.lease !== undefined && lease !== undefined) {
+      // The bound counts from the grant's record, which is after this moment: judging from here is never early.
+      judgeLeaseAt = Date.now() + declareAfterMs(lease)
+      await grants.grantLease(input.hostId, announcement.lease).catch(() => false)
+    }
   }
-  await continueAsNew<typeof monitorHost>({ hostId: input.hostId, lastAnnouncement: latest, operatorAction })
+  await continueAsNew<typeof monitorHost>({ hostId: input.hostId, lastAnnouncement: latest, operatorAction, judgeLeaseAt })
+}
+
+/** How long until the earlier of two moments (workflow time), never less than a millisecond; null for neither. */
+function untilFirst (a: number | null, b: number | null): number | null {
+  const first = Math.min(a ?? Infinity, b ?? Infinity)
+  return first === Infinity ? null : Math.max(1, first - Date.now())
 }

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { CONDITION_TYPES } from '../../domain/conditions.js'
 import { EVENT_KINDS } from '../../domain/event.js'
 import { bootSourceSchema, imageNameSchema, sshKeySchema, textSchema } from '../../domain/host-agent-api.js'
-import { INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
+import { HOST_FAILURE_POLICIES, INSTANCE_STATES, INTENDED_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import { BOOT_DISK_NAME, INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { VMM_EXIT_CAUSES, VMM_STATES } from '../../domain/vmm.js'
 import { urlInteger } from '../../domain/url-integer.js'
@@ -30,6 +30,8 @@ export const createInstanceBody = z.strictObject({
   stopGraceSeconds: graceSeconds.optional().describe('how long a stop waits for the guest to power off before killing its VMM'),
   restartPolicy: z.enum(RESTART_POLICIES).default('never')
     .describe('on-failure: a failed instance restarts by itself, after 10 s doubling to 5 min (counted afresh after 10 min running)'),
+  onHostFailure: z.enum(HOST_FAILURE_POLICIES).default('fail')
+    .describe('when its host is declared lost (by an operator, or once its lease has surely lapsed): restart starts it on another host at once; fail leaves it failed (HostLost) until started'),
   bootDisk: z.strictObject({
     image: imageNameSchema.describe('a base image some host has (GET /v1/images)'),
     sizeGiB: diskGiB.optional().describe("at least the image's virtual size; by default, that size")
@@ -124,6 +126,7 @@ export const instanceSchema = z.object({
     .describe('what the NoCloud seed carries besides the hostname and addresses; the user-data itself is not shown'),
   stopGraceSeconds: z.number().int(),
   restartPolicy: z.enum(RESTART_POLICIES),
+  onHostFailure: z.enum(HOST_FAILURE_POLICIES),
   vmm: vmmSchema.nullable(),
   operation: operationSchema.nullable().describe('the operation in flight, if any'),
   migration: migrationSchema.nullable().describe('its live migration, while one runs'),

@@ -70,6 +70,7 @@ export interface CreateInput extends ResourcesInput {
   start: boolean
   stopGraceSeconds?: number
   restartPolicy: NewInstance['restartPolicy']
+  onHostFailure: NonNullable<NewInstance['onHostFailure']>
 }
 
 interface Dependencies {
@@ -211,6 +212,7 @@ export function createInstanceRequests (deps: Dependencies) {
         boot: input.boot,
         stopGraceSeconds: input.stopGraceSeconds ?? deps.defaultStopGraceSeconds,
         restartPolicy: input.restartPolicy,
+        onHostFailure: input.onHostFailure,
         intendedState: input.start ? 'running' : 'stopped',
         ...resources
       }

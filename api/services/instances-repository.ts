@@ -49,6 +49,7 @@ function toInstanceView (row: Record<string, any>, unreachableAfterMs: number): 
     cloudInit: instance.cloudInit === null ? null : { sshKeys: instance.cloudInit.sshKeys, userDataBytes: Buffer.byteLength(instance.cloudInit.userData ?? '') },
     stopGraceSeconds: instance.stopGraceSeconds,
     restartPolicy: instance.restartPolicy,
+    onHostFailure: instance.onHostFailure,
     vmm,
     operation: row.operation === null ? null : operationFromJson(row.operation),
     migration: row.migration === null ? null : migrationView(toMigration(row.migration)),

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { Option, type Command } from 'commander'
-import { INSTANCE_STATES, RESTART_POLICIES } from '../../domain/instance.js'
+import { HOST_FAILURE_POLICIES, INSTANCE_STATES, RESTART_POLICIES } from '../../domain/instance.js'
 import type { ApiClient } from '../api-client.js'
 import type { Accepted, EventList, Instance, InstanceList } from '../api-types.js'
 import { dataDisk, networkInterface, positiveSeconds, repeated, wholeNumber } from '../arguments.js'
@@ -41,6 +41,7 @@ interface CreateFlags extends WaitFlags {
   start: boolean
   stopGrace?: number
   restartPolicy?: string
+  onHostFailure?: string
   image?: string
   bootSize?: number
   disk?: Array<{ name: string, sizeGiB: number }>
@@ -102,6 +103,7 @@ export function addInstanceCommands (program: Command): void {
     .option('--no-start', 'create it stopped')
     .option('--stop-grace <seconds>', 'how long a stop waits for the guest to power off before killing its VMM', wholeNumber)
     .addOption(new Option('--restart-policy <policy>', 'on-failure restarts a failed instance by itself').choices(RESTART_POLICIES))
+    .addOption(new Option('--on-host-failure <policy>', 'restart starts it on another host as soon as its host is declared lost').choices(HOST_FAILURE_POLICIES))
     .option('--image <image>', 'boot from a disk made from this base image (vmplane images list); the instance gets cloud-init')
     .option('--boot-size <GiB>', "the boot disk's size (default: the image's)", wholeNumber)
     .option('--disk <name:GiB>', 'an empty data disk; repeat for more', dataDisk)
@@ -208,6 +210,7 @@ async function createBody (options: CreateFlags) {
     start: options.start,
     stopGraceSeconds: options.stopGrace,
     restartPolicy: options.restartPolicy,
+    onHostFailure: options.onHostFailure,
     bootDisk: options.image === undefined ? undefined : { image: options.image, sizeGiB: options.bootSize },
     dataDisks: options.disk,
     interfaces: options.network === false ? [] : options.network,

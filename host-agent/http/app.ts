@@ -16,6 +16,7 @@ import { injectFaults } from './fault-injection.js'
 import { agentRouteContract } from './route-contract.js'
 import { consoleRoutes } from './console-routes.js'
 import { deviceRoutes } from './device-routes.js'
+import { leaseRoutes } from './lease-routes.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
 /** Requests are JSON documents of at most a few hundred KiB (an ensure with user-data and SSH keys); anything larger is refused before it is parsed. */
@@ -53,5 +54,6 @@ export async function buildAgentApp (options: AgentAppOptions, log: Logger, rout
   await app.register(agentRoutes, routes)
   await app.register(deviceRoutes, routes)
   await app.register(consoleRoutes, routes)
+  await app.register(leaseRoutes, routes)
   return app
 }

@@ -23,8 +23,9 @@ import {
 } from '../../domain/host-agent-api.js'
 import { notFound } from '../errors.js'
 import type { Supervisor } from '../supervisor/supervisor.js'
+import type { LeaseRouteOptions } from './lease-routes.js'
 
-export interface RouteOptions {
+export interface RouteOptions extends LeaseRouteOptions {
   supervisor: Supervisor
   /** The agent's Prometheus registry (host-agent/metrics.ts). */
   metrics: Registry

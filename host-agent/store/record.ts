@@ -21,7 +21,7 @@ const exitSchema = z.object({
  * right even if the agent dies between the kill and the exit.
  */
 const pendingKillSchema = z.object({
-  cause: z.enum(['stop-deadline', 'boot-failed', 'migration-failed', 'migration-cancelled']),
+  cause: z.enum(['stop-deadline', 'boot-failed', 'migration-failed', 'migration-cancelled', 'fenced']),
   reason: z.string()
 })
 

@@ -18,18 +18,21 @@ export async function findVmmProcesses (vmmsDir: string): Promise<Map<string, Ru
   return new Map(found.map((p) => [apiSocketOfCommandLine(p.argv)!, p]))
 }
 
-/** SIGKILLs the process groups of VMM processes no record owns; returns how many it killed. */
-export function killStrays (strays: Iterable<RunningProcess>, log: Logger): number {
+/**
+ * SIGKILLs the process groups of VMM processes (`why` says whose: strays no record owns, or every
+ * VMM of a host its watchdog fences); returns how many it killed.
+ */
+export function killVmmProcesses (processes: Iterable<RunningProcess>, why: string, log: Logger): number {
   let killed = 0
-  for (const stray of strays) {
+  for (const vmm of processes) {
     // Re-check the identity right before the kill: the PID may have been reused since the scan.
-    if (!isRunning(stray)) continue
+    if (!isRunning(vmm)) continue
     try {
-      process.kill(-stray.pid, 'SIGKILL')
+      process.kill(-vmm.pid, 'SIGKILL')
       killed++
-      log.warn({ pid: stray.pid, argv: stray.argv }, 'killed a VMM process that no record owns')
+      log.warn({ pid: vmm.pid, argv: vmm.argv }, `killed ${why}`)
     } catch (err) {
-      log.error({ pid: stray.pid, err: (err as Error).message }, 'cannot kill a VMM process that no record owns')
+      log.error({ pid: vmm.pid, err: (err as Error).message }, `cannot kill ${why}`)
     }
   }
   return killed

@@ -6,7 +6,8 @@
  * own intent wins when it had one, because it was recorded before the kill: a destroy request is
  * `killed`, a stop whose deadline passed is `stop-deadline`, a boot that failed is `boot-failed`,
  * and so is a migration's target that failed to receive (its VM never ran here); a target whose
- * migration was cancelled is `killed`, as it was asked for. Otherwise the exit speaks: 0 is the
+ * migration was cancelled is `killed`, as it was asked for; a VMM killed because its host's lease
+ * lapsed is `fenced`, and so is one killed while the host's watchdog fired. Otherwise the exit speaks: 0 is the
  * guest powering off (Cloud Hypervisor exits 0 when the guest does), anything else is a crash. A
  * process that died while no agent watched has no exit status; if its event file ends with
  * `vmm shutdown` it went down cleanly, otherwise it `vanished`.
@@ -19,6 +20,8 @@ export interface ExitContext {
   destroyRequested: boolean
   pendingKill: PendingKill | null
   migration: Pick<VmmMigration, 'role' | 'phase'> | null
+  /** The host's watchdog fired since the VMM was created (host-agent/store/watchdog-mark.ts). */
+  fencedByWatchdog?: boolean
 }
 
 export interface ExitOutcome {
@@ -32,7 +35,8 @@ const KILL_OUTCOMES: Record<PendingKill['cause'], { state: ExitOutcome['state'],
   'stop-deadline': { state: 'destroyed', cause: 'stop-deadline' },
   'boot-failed': { state: 'failed', cause: 'boot-failed' },
   'migration-failed': { state: 'failed', cause: 'boot-failed' },
-  'migration-cancelled': { state: 'destroyed', cause: 'killed' }
+  'migration-cancelled': { state: 'destroyed', cause: 'killed' },
+  fenced: { state: 'failed', cause: 'fenced' }
 }
 
 export function classifyExit (
@@ -57,6 +61,9 @@ export function classifyExit (
   }
   if (exitedCleanly) {
     return { state: 'destroyed', exit: { cause: 'guest-poweroff', ...status }, reason: 'guest powered off' }
+  }
+  if (context.fencedByWatchdog === true && (status.signal === 'SIGKILL' || !observed.known)) {
+    return { state: 'failed', exit: { cause: 'fenced', ...status }, reason: "the host's watchdog fenced the host: its agent did not pet it while holding its lease" }
   }
   if (!observed.known) {
     return {

@@ -38,7 +38,7 @@ import { crashPoint } from '../../faults/crash-points.js'
 import { conflict, notFound, unavailable } from '../errors.js'
 import { isRunning, startedAt, type RunningProcess } from '../process/proc.js'
 import type { AgentVmmRecord } from '../store/record.js'
-import { findVmmProcesses, killStrays } from './adoption.js'
+import { findVmmProcesses, killVmmProcesses } from './adoption.js'
 import type { VmmDevices } from './vmm-devices.js'
 import { VmmSupervisor, type VmmContext } from './vmm-supervisor.js'
 
@@ -154,6 +154,11 @@ export class Supervisor {
     return vmm.view()
   }
 
+  /** Kills every live VMM of the host: its lease lapsed (host-agent/lease/lease-keeper.ts). */
+  async fenceAll (reason: string): Promise<void> {
+    await Promise.all(this.all().filter((vmm) => !vmm.terminal).map(async (vmm) => { await vmm.fence(reason) }))
+  }
+
   async #getOrFence (id: string): Promise<VmmSupervisor> {
     await this.#ensuring.get(id)?.catch(() => {})
     const vmm = this.#vmms.get(id)
@@ -259,7 +264,7 @@ export class Supervisor {
   }
 
   #killStrays (strays: Iterable<RunningProcess>): void {
-    const killed = killStrays(strays, this.log)
+    const killed = killVmmProcesses(strays, 'a VMM process that no record owns', this.log)
     for (let i = 0; i < killed; i++) this.context.onKill('stray')
   }
 
@@ -302,6 +307,8 @@ export class Supervisor {
   async #create (id: string, request: EnsureVmmRequest): Promise<VmmSupervisor> {
     const { store, devices } = this.context
     if (await store.isFenced(id)) throw conflict(`VMM ${id} was destroyed before it was created; a VMM ID is never used again`)
+    const refusal = this.context.refusesNewVmms()
+    if (refusal !== null) throw unavailable(refusal)
     const { incoming } = request
     await devices.check(request.spec, incoming !== undefined)
     const now = new Date().toISOString()

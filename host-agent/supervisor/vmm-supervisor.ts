@@ -45,6 +45,7 @@
  * anyone of it (a VMM seen `running` came back `starting`, spawned again).
  */
 import { writeFile } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
 import type { VmmView } from '../../domain/host-agent-api.js'
@@ -61,6 +62,7 @@ import type { KillCause, MigrationOutcome } from '../metrics.js'
 import type { ProcessIdentity } from '../process/proc.js'
 import { VmmProcess, type ExitObservation } from '../process/vmm-process.js'
 import type { RecordStore } from '../store/record-store.js'
+import { watchdogFiredSince } from '../store/watchdog-mark.js'
 import { toView, type AgentVmmRecord, type PendingKill } from '../store/record.js'
 import { classifyExit } from './exit-classification.js'
 import type { MigrationTransport } from './migration-transport.js'
@@ -100,6 +102,8 @@ export interface VmmContext {
   onKill: (cause: KillCause) => void
   /** Called once for each half of a migration that ends (the agent's metrics count them). */
   onMigrationEnded: (role: MigrationRole, outcome: MigrationOutcome) => void
+  /** Why no new VMM may be made now (the host holds no lease, host-agent/lease/), or null. */
+  refusesNewVmms: () => string | null
 }
 
 /** setTimeout's limit; a later deadline is re-armed when this one fires. */
@@ -349,6 +353,11 @@ export class VmmSupervisor {
     this.#pingTimer.unref()
   }
 
+  /** Kills the VMM, its end recorded as the host's fencing. */
+  async fence (reason: string): Promise<void> {
+    await this.#killFor({ cause: 'fenced', reason })
+  }
+
   #kill (cause: KillCause, why: string): void {
     this.#api.abortHeld()
     const sent = this.#process?.killGroup() ?? false
@@ -369,7 +378,8 @@ export class VmmSupervisor {
     const { endsWithVmmShutdown } = observed.known
       ? { endsWithVmmShutdown: false }
       : await readEventFile(this.paths.events)
-    const outcome = classifyExit(this.record, observed, endsWithVmmShutdown)
+    const fencedByWatchdog = await watchdogFiredSince(dirname(this.context.store.vmmsDir), Date.parse(this.record.createdAt))
+    const outcome = classifyExit({ ...this.record, fencedByWatchdog }, observed, endsWithVmmShutdown)
     await removeSocketFiles(this.paths.apiSocket)
     await this.#releaseDevices()
     const log = outcome.state === 'failed' ? this.log.warn.bind(this.log) : this.log.info.bind(this.log)

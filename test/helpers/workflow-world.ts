@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Client } from '@temporalio/client'
 import { ApplicationFailure } from '@temporalio/activity'
-import type { EnsureVmmInput, MigrationHalfInput, OperationSettings, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../contract/activities.js'
+import type { EnsureVmmInput, LeaseJudgement, MigrationHalfInput, OperationSettings, PowerButtonInput, SendMigrationInput, VmmTarget } from '../../contract/activities.js'
 import type { ChangeResult, InstanceChange, InstanceSnapshot, PlacementRequest, PlacementResult, RecordedMigration } from '../../contract/records.js'
 import type { HostAnnouncement, HostStatus } from '../../domain/host.js'
 import type { Instance } from '../../domain/instance.js'
@@ -65,6 +65,10 @@ export class WorkflowWorld {
   readonly unreachableHosts = new Set<string>()
   /** Hosts declared lost: placement takes them no more. */
   readonly lostHosts = new Set<string>()
+  /** Hosts their lease declared lost (activities/host-leases.ts), readmitted when heard again. */
+  readonly lostByLease = new Set<string>()
+  /** What each judgement of a host's lease answers, in turn; once they run out, nothing changes until it is heard. */
+  readonly leaseJudgements = new Map<string, LeaseJudgement[]>()
   /** Signals instances as the real activities do (a host declared lost tells its instances). */
   temporal: { client: Client, taskQueue: string } | null = null
   /** Runs when a decision has been recorded, before the activity that recorded it returns. */
@@ -125,6 +129,7 @@ export class WorkflowWorld {
     this.instances.set(id, {
       id,
       ...shape,
+      onHostFailure: shape.onHostFailure ?? 'fail',
       // Disks and interfaces are rows of their own in PostgreSQL; the workflows only pass them on.
       disks: (disks ?? []).map((disk) => ({ ...disk, madeAt: null, destroyedAt: null })),
       interfaces: (interfaces ?? []).map((nic) => ({
@@ -318,6 +323,23 @@ export class WorkflowWorld {
       },
       markHostUnreachable: async (hostId: string, lastHeardAt: string | null) => { this.hostActions.push(`unreachable ${hostId} since ${lastHeardAt ?? 'never'}`) },
       fenceLostVmms: async (hostId: string) => { this.hostActions.push(`fence ${hostId}`); return 0 },
+      readmitHostLostByLease: async (hostId: string) => {
+        if (!this.lostByLease.delete(hostId)) return false
+        this.hostActions.push(`readmit-by-lease ${hostId}`)
+        this.lostHosts.delete(hostId)
+        return true
+      },
+      grantLease: async (hostId: string, request: { seq: number }) => { this.hostActions.push(`grant ${hostId} ${request.seq}`); return true },
+      // As activities/host-leases.ts: a judgement that finds the host lost declares it, by its lease.
+      judgeHostLease: async (hostId: string): Promise<LeaseJudgement> => {
+        const judgement = this.leaseJudgements.get(hostId)?.shift() ?? { lost: false, judgeAgainInMs: null }
+        this.hostActions.push(`judge ${hostId}: ${judgement.lost ? 'lost' : `again in ${judgement.judgeAgainInMs ?? 'never'}`}`)
+        if (judgement.lost) {
+          this.lostHosts.add(hostId)
+          this.lostByLease.add(hostId)
+        }
+        return judgement
+      },
       releaseInstanceStorage: async ({ instanceId }: { instanceId: string }) => {
         const snapshot = this.snapshot(instanceId)!
         this.storageReleases.push({ instanceId, liveVmms: snapshot.liveVmms.length, state: snapshot.instance.state })

@@ -2,7 +2,9 @@
  * A host's monitor (workflows/monitor-host.ts) in the fast layer: every heartbeat recorded; a
  * host silent past the unreachable threshold marked unreachable once, from when it was last
  * heard, and brought back by its next heartbeat; a host an operator declared lost fenced on each
- * heartbeat of its agent until readmitted; and an operator's action that arrived while the
+ * heartbeat of its agent until readmitted; the host's lease granted at each heartbeat that asks,
+ * judged once silent past its bound, and a host its lease declared lost taken back when heard
+ * again; and an operator's action that arrived while the
  * previous run continued as new carried into the next run and carried out. What the records
  * become is activities/'s (test/activities/host-fencing.test.ts); that losing contact changes no
  * instance is test/integration/unknown-is-not-dead.test.ts's, on real hosts.
@@ -13,6 +15,7 @@ import type { HostAnnouncement } from '../../domain/host.js'
 import { hostWorkflowId } from '../../domain/ids.js'
 import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../../contract/messages.js'
 import type { MonitorHostInput } from '../../contract/workflows.js'
+import { declareAfterMs, DEFAULT_LEASE_SETTINGS } from '../../domain/host-lease.js'
 import { startWorkflowEnvironment, type WorkflowEnvironment } from '../helpers/workflow-environment.js'
 import { TEST_SETTINGS, until } from '../helpers/workflow-world.js'
 
@@ -86,6 +89,59 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
     await heardSaying('host-c', 'heartbeat', 2)
     assert.deepEqual(actionsOf('host-c').filter((a) => !a.startsWith('unreachable')), ['lost', 'heartbeat', 'fence', 'readmit', 'heartbeat'])
     await handle.terminate('the test is done')
+  })
+
+  describe('the host\'s lease (docs/design.md §17)', () => {
+    const LEASE = { ...DEFAULT_LEASE_SETTINGS, termMs: 300, watchdogMs: 100, fenceMs: 50, grantMaxAgeMs: 100 }
+    before(() => { env.world.settings = { ...env.world.settings, hostUnreachableAfterMs: 60_000, lease: LEASE } })
+    after(() => { env.world.settings = { ...TEST_SETTINGS, hostUnreachableAfterMs: UNREACHABLE_AFTER_MS } })
+
+    function asking (hostId: string, seq: number): HostAnnouncement {
+      return { ...announcement(hostId), lease: { seq, watchdogMs: 100 } }
+    }
+
+    it('grants the lease in answer to each heartbeat that asks; a silent host\'s lease is judged once its bound has passed, and again when the judgement says', async () => {
+      env.world.leaseJudgements.set('host-l', [{ lost: false, judgeAgainInMs: 200 }, { lost: false, judgeAgainInMs: null }])
+      const handle = await monitor('host-l')
+      await handle.signal(hostHeartbeatSignal, asking('host-l', 1))
+      await heardSaying('host-l', 'grant 1')
+      await handle.signal(hostHeartbeatSignal, asking('host-l', 2))
+      await heardSaying('host-l', 'grant 2')
+      await heardSaying('host-l', 'judge', 2)
+      await new Promise((resolve) => setTimeout(resolve, 3 * declareAfterMs(LEASE)))
+      assert.deepEqual(actionsOf('host-l'), ['heartbeat', 'grant 1', 'heartbeat', 'grant 2', 'judge: again in 200', 'judge: again in never'], 'judged after the last grant only, and not again once told never')
+      await handle.terminate('the test is done')
+    })
+
+    it('never judges a host whose heartbeats keep coming within the bound', async () => {
+      const handle = await monitor('host-k')
+      for (let seq = 1; seq <= 4; seq++) {
+        await handle.signal(hostHeartbeatSignal, asking('host-k', seq))
+        await heardSaying('host-k', `grant ${seq}`)
+        await new Promise((resolve) => setTimeout(resolve, declareAfterMs(LEASE) / 3))
+      }
+      assert.equal(actionsOf('host-k').filter((a) => a.startsWith('judge')).length, 0)
+      await handle.terminate('the test is done')
+    })
+
+    it('a host its lease declared lost is fenced and taken back as soon as it is heard again; one an operator declared waits for the operator', async () => {
+      env.world.leaseJudgements.set('host-m', [{ lost: true, judgeAgainInMs: null }])
+      const handle = await monitor('host-m')
+      await handle.signal(hostHeartbeatSignal, asking('host-m', 1))
+      await heardSaying('host-m', 'judge')
+      await handle.signal(hostHeartbeatSignal, asking('host-m', 2))
+      await heardSaying('host-m', 'grant 2')
+      assert.deepEqual(actionsOf('host-m'), ['heartbeat', 'grant 1', 'judge: lost', 'heartbeat', 'fence', 'readmit-by-lease', 'grant 2'])
+
+      const operated = await monitor('host-n')
+      await operated.signal(declareHostLostSignal, { hostId: 'host-n' })
+      await heardSaying('host-n', 'lost')
+      await operated.signal(hostHeartbeatSignal, asking('host-n', 1))
+      await heardSaying('host-n', 'grant 1')
+      assert.deepEqual(actionsOf('host-n'), ['lost', 'heartbeat', 'fence', 'grant 1'], 'still lost: no readmission')
+      await handle.terminate('the test is done')
+      await operated.terminate('the test is done')
+    })
   })
 
   it('carries out an operator\'s action handed over by the run that continued as new', async () => {

@@ -36,6 +36,8 @@ export interface AgentOptions {
   env?: Record<string, string>
   /** How far the agent's clock (and its children's) runs ahead of the test's; negative: behind. */
   clockOffsetSeconds?: number
+  /** Makes the agent keep a lease and pet a watchdog of this timeout at `watchdogSocket` (started by the test). */
+  watchdogSeconds?: number
 }
 
 export interface ApiResponse<T = unknown> {
@@ -95,6 +97,7 @@ export class TestAgent {
       VMPLANE_REPORT_RETRY_MAX_SECONDS: '0.5',
       VMPLANE_LOG_LEVEL: 'debug',
       ...options.clockOffsetSeconds === undefined ? {} : await skewedClock(options.clockOffsetSeconds),
+      ...options.watchdogSeconds === undefined ? {} : { VMPLANE_AGENT_WATCHDOG: `unix:${join(root, 'watchdog.sock')}`, VMPLANE_HOST_WATCHDOG_SECONDS: String(options.watchdogSeconds) },
       ...options.env
     }
     await mkdir(OUTPUT_DIR, { recursive: true })
@@ -111,6 +114,10 @@ export class TestAgent {
 
   get storageDir (): string {
     return this.env.VMPLANE_STORAGE_DIR!
+  }
+
+  get watchdogSocket (): string {
+    return join(this.root, 'watchdog.sock')
   }
 
   get vmmsDir (): string {

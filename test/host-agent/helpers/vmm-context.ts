@@ -35,6 +35,7 @@ export function testVmmContext (dir: string, store: RecordStore): VmmContext {
     log: pino({ level: 'silent' }),
     onChange: () => {},
     onKill: () => {},
-    onMigrationEnded: () => {}
+    onMigrationEnded: () => {},
+    refusesNewVmms: () => null
   }
 }

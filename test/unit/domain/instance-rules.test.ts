@@ -78,7 +78,7 @@ describe('planRestart (restart policy on-failure)', () => {
   const backoff = { restartBackoffMs: 10_000, restartBackoffMaxMs: 300_000, restartResetMs: 600_000 }
   const now = Date.parse('2026-11-22T12:00:00Z')
   const crashed = outcomeOfVmmEnd(ended('failed', { cause: 'crashed', code: 1, signal: null }))
-  const onFailure = { restartPolicy: 'on-failure' as const, intendedState: 'running' as const, restartAttempts: 0 }
+  const onFailure = { restartPolicy: 'on-failure' as const, onHostFailure: 'fail' as const, intendedState: 'running' as const, restartAttempts: 0 }
   const ranFor = (ms: number) => ({ runningSince: new Date(now - ms).toISOString() })
 
   it('waits 10 s, then twice as long with each restart in a row, at most 5 min', () => {
@@ -95,6 +95,23 @@ describe('planRestart (restart policy on-failure)', () => {
   it('does not count a failure that was not the guest’s: a host declared lost', () => {
     const lost = outcomeOfVmmEnd(ended('lost', null))
     assert.deepEqual(planRestart({ ...onFailure, restartAttempts: 2 }, ranFor(1000), lost, backoff, now), { at: now + 40_000, attempts: 2 })
+  })
+
+  it('restarts at once after its host is declared lost or fenced itself, with onHostFailure restart, whatever its restart policy', () => {
+    const lost = outcomeOfVmmEnd(ended('lost', null))
+    const fenced = outcomeOfVmmEnd(ended('failed', { cause: 'fenced', code: null, signal: 'SIGKILL' }))
+    for (const outcome of [lost, fenced]) {
+      for (const restartPolicy of ['never', 'on-failure'] as const) {
+        assert.deepEqual(planRestart({ ...onFailure, restartPolicy, onHostFailure: 'restart', restartAttempts: 3 }, ranFor(1000), outcome, backoff, now), { at: now, attempts: 3 })
+      }
+    }
+    assert.equal(planRestart({ ...onFailure, onHostFailure: 'restart' }, ranFor(1000), crashed, backoff, now)?.at, now + 10_000, 'a crash is the guest\'s: the back-off holds')
+  })
+
+  it('leaves it failed after its host\'s loss with onHostFailure fail and restart policy never, and never restarts what the user wants stopped', () => {
+    const lost = outcomeOfVmmEnd(ended('lost', null))
+    assert.equal(planRestart({ ...onFailure, restartPolicy: 'never' }, ranFor(1000), lost, backoff, now), null)
+    assert.equal(planRestart({ ...onFailure, onHostFailure: 'restart', intendedState: 'stopped' }, ranFor(1000), lost, backoff, now), null)
   })
 
   it('never restarts with policy never, a guest that powered off, or a user who wants it stopped', () => {

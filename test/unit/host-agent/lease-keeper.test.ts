@@ -1,0 +1,154 @@
+/**
+ * The agent's lease keeper (host-agent/lease/lease-keeper.ts) on a clock of the test's: which
+ * grants it takes, and when it pets its watchdog, asks its peers or fences its host.
+ */
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import pino from 'pino'
+import type { LeaseGrant, LeasePeer } from '../../../domain/host-agent-api.js'
+import type { PeerAnswer } from '../../../domain/host-lease.js'
+import { LeaseKeeper } from '../../../host-agent/lease/lease-keeper.js'
+
+const PEERS: LeasePeer[] = ['host-2', 'host-3', 'host-4'].map((hostId) => ({ hostId, agentUrl: `http://${hostId}.test:7301` }))
+
+/** A keeper whose clock, peers' answers and effects the test holds. */
+function keeper (options: { peers?: LeasePeer[], answers?: Record<string, PeerAnswer> } = {}) {
+  const world = {
+    now: 0,
+    pets: 0,
+    fences: [] as string[],
+    asked: 0,
+    saved: [] as LeasePeer[][],
+    answers: options.answers ?? {}
+  }
+  const lease = new LeaseKeeper(
+    { petEveryMs: 1_000, startupGraceMs: 10_000 },
+    {
+      pet: () => { world.pets++ },
+      askPeer: async (peer) => {
+        world.asked++
+        return world.answers[peer.hostId] ?? null
+      },
+      fence: async (reason) => { world.fences.push(reason) },
+      savePeers: (peers) => { world.saved.push(peers) }
+    },
+    pino({ level: 'silent' }),
+    options.peers ?? [],
+    () => world.now
+  )
+  return { lease, world }
+}
+
+function grant (seq: number, peers: LeasePeer[] = PEERS): LeaseGrant {
+  return { seq, termMs: 12_000, grantMaxAgeMs: 4_000, peerAskMs: 1_000, peers }
+}
+
+describe('LeaseKeeper', () => {
+  it('takes a grant for a heartbeat sent within its age, and holds the term from that send', async () => {
+    const { lease, world } = keeper()
+    const seq = lease.request()
+    world.now = 3_000
+    assert.equal(lease.take(grant(seq)), true)
+    assert.equal(lease.holds(), true)
+    world.now = 11_999
+    assert.equal(lease.holds(), true)
+    world.now = 12_000
+    assert.equal(lease.holds(), false, 'the term runs from the send, not from the grant')
+  })
+
+  it('refuses a grant that comes too late, or answers no heartbeat it sent', () => {
+    const { lease, world } = keeper()
+    const seq = lease.request()
+    world.now = 4_001
+    assert.equal(lease.take(grant(seq)), false)
+    assert.equal(lease.take(grant(seq + 1)), false)
+    assert.equal(lease.holds(), false)
+  })
+
+  it('never shortens the lease for a grant of an older heartbeat taken later', () => {
+    const { lease, world } = keeper()
+    const first = lease.request()
+    world.now = 1_000
+    const second = lease.request()
+    lease.take(grant(second))
+    lease.take(grant(first))
+    world.now = 12_500
+    assert.equal(lease.holds(), true)
+  })
+
+  it('pets as it takes a grant, and at each decision while it holds the lease, asking nobody', async () => {
+    const { lease, world } = keeper()
+    lease.take(grant(lease.request()))
+    assert.equal(world.pets, 1)
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [2, 0, 0])
+  })
+
+  it('lapsed, with a majority of peers not holding theirs either (the control plane is down): pets, fences nothing', async () => {
+    const { lease, world } = keeper({ answers: { 'host-2': false, 'host-3': false, 'host-4': null } })
+    lease.take(grant(lease.request()))
+    world.now = 20_000
+    world.pets = 0
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [1, 3, 0])
+    assert.equal(lease.mayStartVmms(), false, 'no new VMM without a lease, outage or not')
+  })
+
+  it('lapsed, with its peers holding theirs (this host is the one cut off): fences once, and does not pet', async () => {
+    const { lease, world } = keeper({ answers: { 'host-2': true, 'host-3': true, 'host-4': false } })
+    lease.take(grant(lease.request()))
+    world.now = 20_000
+    world.pets = 0
+    await lease.decide()
+    await lease.decide()
+    assert.equal(world.pets, 0)
+    assert.equal(world.fences.length, 1)
+    assert.match(world.fences[0]!, /lease lapsed and 2 of 3 peers hold theirs, 0 did not answer/)
+  })
+
+  it('lapsed, reaching no peer: fences', async () => {
+    const { lease, world } = keeper()
+    lease.take(grant(lease.request()))
+    world.now = 20_000
+    world.pets = 0
+    await lease.decide()
+    assert.deepEqual([world.pets, world.fences.length], [0, 1])
+  })
+
+  it('takes new VMMs again once a grant comes after a fence', async () => {
+    const { lease, world } = keeper()
+    lease.take(grant(lease.request()))
+    world.now = 20_000
+    await lease.decide()
+    assert.equal(lease.mayStartVmms(), false)
+    world.pets = 0
+    lease.take(grant(lease.request()))
+    assert.equal(lease.mayStartVmms(), true)
+    await lease.decide()
+    assert.equal(world.pets, 2)
+  })
+
+  it('just started, with no grant yet: asks the peers its predecessor kept, and fences only after its grace', async () => {
+    const { lease, world } = keeper({ peers: PEERS, answers: { 'host-2': true, 'host-3': true, 'host-4': true } })
+    world.now = 9_999
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [0, 3, 0])
+    world.now = 10_000
+    await lease.decide()
+    assert.equal(world.fences.length, 1)
+  })
+
+  it('just started during an outage its peers share: pets on their word', async () => {
+    const { lease, world } = keeper({ peers: PEERS, answers: { 'host-2': false, 'host-3': false, 'host-4': false } })
+    world.now = 30_000
+    await lease.decide()
+    assert.deepEqual([world.pets, world.fences.length], [1, 0])
+  })
+
+  it('keeps the peers a grant names when they change, for a restarted agent', () => {
+    const { lease, world } = keeper({ peers: PEERS })
+    lease.take(grant(lease.request()))
+    lease.take(grant(lease.request(), PEERS.slice(0, 2)))
+    assert.deepEqual(world.saved, [PEERS.slice(0, 2)])
+  })
+})
