@@ -28,7 +28,7 @@ export interface HostLeaseDependencies extends AgentCallDependencies {
 }
 
 function record (row: LeaseRow) {
-  return { grantedAt: row.grantedAt, heldSince: row.heldSince, holdsUntil: row.holdsUntil }
+  return { grantedAt: row.grantedAt, ackedGrantAt: row.ackedGrantAt, heldSince: row.heldSince, holdsUntil: row.holdsUntil }
 }
 
 export function createHostLeases (deps: HostLeaseDependencies): HostLeaseActivities {
@@ -53,7 +53,7 @@ export function createHostLeases (deps: HostLeaseDependencies): HostLeaseActivit
         const row = await lockLease(tx, hostId)
         if (row === null) return
         const held = acknowledged(record(row), grant.grantedAt, row.now, settings)
-        await setLeaseHeld(tx, hostId, held.heldSince!, held.holdsUntil!)
+        await setLeaseHeld(tx, hostId, { ackedGrantAt: held.ackedGrantAt!, heldSince: held.heldSince!, holdsUntil: held.holdsUntil! })
       })
       return true
     },
@@ -66,7 +66,7 @@ export function createHostLeases (deps: HostLeaseDependencies): HostLeaseActivit
           log.warn('the host pets a watchdog slower than the control plane counts on: it is never declared lost by its lease', { hostId, watchdogMs: facts.host.watchdogMs, countedOnMs: settings.watchdogMs })
           return { fenced: null, judgeAgainInMs: null }
         }
-        const verdict = leaseVerdict({ now: facts.host.now, upSince: facts.upSince, host: record(facts.host), peers: facts.peers.map(record) }, settings)
+        const verdict = leaseVerdict({ now: facts.host.now, upSince: facts.upSince, host: record(facts.host), peers: facts.peers.map((peer) => ({ ...record(peer), registeredAt: peer.registeredAt })) }, settings)
         if (!verdict.lost) return { fenced: null, judgeAgainInMs: verdict.recheckAt === null ? null : Math.max(0, verdict.recheckAt - facts.host.now) }
         const reason = `lease lapsed: last granted ${new Date(facts.host.grantedAt!).toISOString()}, the host surely fenced by ${new Date(verdict.lapsedAt).toISOString()}; VMM fenced`
         return { fenced: await markHostLost(tx, hostId, 'lease', reason), judgeAgainInMs: null }

@@ -31,7 +31,7 @@ import operations from './routes/operations.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
 
-export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs' | 'agentToken'>
+export type AppOptions = Pick<ApiConfig, 'databaseUrl' | 'temporal' | 'tokens' | 'rateLimitPerMinute' | 'defaultStopGraceSeconds' | 'hostUnreachableAfterMs' | 'lease' | 'agentToken'>
 
 export default async function app (fastify: FastifyInstance, opts: AppOptions): Promise<void> {
   fastify.setValidatorCompiler(validatorCompiler)
@@ -46,7 +46,7 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(operationFinishes, { databaseUrl: opts.databaseUrl })
   await fastify.register(idempotency)
   await fastify.register(temporal, { temporal: opts.temporal })
-  await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs })
+  await fastify.register(instancesRepository, { hostUnreachableAfterMs: opts.hostUnreachableAfterMs, lease: opts.lease })
   await fastify.register(instanceRequests, { defaultStopGraceSeconds: opts.defaultStopGraceSeconds })
   await fastify.register(hostAgents, { agentToken: opts.agentToken })
   await fastify.register(websocket)

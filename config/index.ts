@@ -107,6 +107,16 @@ export const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a po
 /** Read by the worker (which marks silent hosts) and the API (which shows failing contact). */
 const hostUnreachableSeconds = seconds.default(60)
 
+/** Read by the worker (which grants and judges hosts' leases) and the API (which shows them). */
+const leaseSeconds = z.coerce.number()
+  .min(DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000, `must be at least ${DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000} (three times the oldest heartbeat whose grant an agent takes)`)
+  .default(DEFAULT_LEASE_SETTINGS.termMs / 1000)
+const watchdogSeconds = seconds.default(DEFAULT_LEASE_SETTINGS.watchdogMs / 1000)
+
+function leaseSettings (termSeconds: number, watchdogSeconds: number) {
+  return { ...DEFAULT_LEASE_SETTINGS, termMs: termSeconds * 1000, watchdogMs: watchdogSeconds * 1000 }
+}
+
 export function apiConfig (env: Env = process.env) {
   const a = parseEnv(
     z.object({
@@ -118,6 +128,8 @@ export function apiConfig (env: Env = process.env) {
       DATABASE_URL: databaseUrl,
       VMPLANE_DEFAULT_STOP_GRACE_SECONDS: z.coerce.number().int().min(0).max(3600).default(DEFAULT_STOP_GRACE_SECONDS),
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
+      VMPLANE_HOST_LEASE_SECONDS: leaseSeconds,
+      VMPLANE_HOST_WATCHDOG_SECONDS: watchdogSeconds,
       VMPLANE_AGENT_TOKEN: optionalToken
     }),
     env
@@ -131,6 +143,8 @@ export function apiConfig (env: Env = process.env) {
     databaseUrl: a.DATABASE_URL,
     defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
     hostUnreachableAfterMs: a.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
+    /** Hosts' leases, as the worker grants them, for their state on `GET /v1/hosts`. */
+    lease: leaseSettings(a.VMPLANE_HOST_LEASE_SECONDS, a.VMPLANE_HOST_WATCHDOG_SECONDS),
     /** The host agents' token, for the console relay; without it the console routes answer 503. */
     agentToken: a.VMPLANE_AGENT_TOKEN ?? null,
     temporal: temporalConfig(env),
@@ -149,8 +163,8 @@ export function workerConfig (env: Env = process.env) {
       VMPLANE_KILL_BACKSTOP_SECONDS: seconds.default(2),
       VMPLANE_AGENT_CALL_TIMEOUT_SECONDS: seconds.default(12),
       VMPLANE_HOST_UNREACHABLE_SECONDS: hostUnreachableSeconds,
-      VMPLANE_HOST_LEASE_SECONDS: z.coerce.number().min(DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000, `must be at least ${DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000} (three times the oldest heartbeat whose grant an agent takes)`).default(DEFAULT_LEASE_SETTINGS.termMs / 1000),
-      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(DEFAULT_LEASE_SETTINGS.watchdogMs / 1000),
+      VMPLANE_HOST_LEASE_SECONDS: leaseSeconds,
+      VMPLANE_HOST_WATCHDOG_SECONDS: watchdogSeconds,
       VMPLANE_RESTART_BACKOFF_SECONDS: seconds.default(10),
       VMPLANE_RESTART_BACKOFF_MAX_SECONDS: seconds.default(300),
       VMPLANE_RESTART_RESET_SECONDS: seconds.default(600),
@@ -202,7 +216,7 @@ export function workerConfig (env: Env = process.env) {
      * Hosts' leases (docs/design.md §17): their term, and the longest watchdog timeout a host may
      * announce and still be declared lost by its lease.
      */
-    lease: { ...DEFAULT_LEASE_SETTINGS, termMs: w.VMPLANE_HOST_LEASE_SECONDS * 1000, watchdogMs: w.VMPLANE_HOST_WATCHDOG_SECONDS * 1000 },
+    lease: leaseSettings(w.VMPLANE_HOST_LEASE_SECONDS, w.VMPLANE_HOST_WATCHDOG_SECONDS),
     /** Where the worker serves Prometheus metrics (Temporal's runtime exporter). */
     metricsAddress: `${w.VMPLANE_WORKER_METRICS_HOST}:${w.VMPLANE_WORKER_METRICS_PORT}`,
     temporal: temporalConfig(env),

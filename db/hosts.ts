@@ -145,21 +145,25 @@ export async function recordLeaseGrant (tx: PoolClient, hostId: string, watchdog
   return { grantedAt: rows[0].granted_ms, peers: peers.rows.map((row) => ({ hostId: row.id, agentUrl: row.agent_url })) }
 }
 
-/** A host's lease as recorded, with PostgreSQL's clock now, epoch ms. */
+/** A host's lease as recorded, with PostgreSQL's clock now and when it was registered, epoch ms. */
 export interface LeaseRow {
   now: number
+  registeredAt: number
   grantedAt: number | null
+  ackedGrantAt: number | null
   heldSince: number | null
   holdsUntil: number | null
 }
 
 const LEASE_ROW = `(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms,
+  (extract(epoch FROM registered_at) * 1000)::float8 AS registered_ms,
   (extract(epoch FROM lease_granted_at) * 1000)::float8 AS granted_ms,
+  (extract(epoch FROM lease_acked_grant_at) * 1000)::float8 AS acked_grant_ms,
   (extract(epoch FROM lease_held_since) * 1000)::float8 AS held_since_ms,
   (extract(epoch FROM lease_holds_until) * 1000)::float8 AS holds_until_ms`
 
 function toLeaseRow (row: Record<string, any>): LeaseRow {
-  return { now: row.now_ms, grantedAt: row.granted_ms, heldSince: row.held_since_ms, holdsUntil: row.holds_until_ms }
+  return { now: row.now_ms, registeredAt: row.registered_ms, grantedAt: row.granted_ms, ackedGrantAt: row.acked_grant_ms, heldSince: row.held_since_ms, holdsUntil: row.holds_until_ms }
 }
 
 /** Locks the host's row; its lease as recorded, or null for a host not registered. */
@@ -168,9 +172,13 @@ export async function lockLease (tx: PoolClient, hostId: string): Promise<LeaseR
   return rows.length === 0 ? null : toLeaseRow(rows[0])
 }
 
-/** Records how long the host's agent surely holds its lease, from its acknowledgements. */
-export async function setLeaseHeld (tx: PoolClient, hostId: string, heldSince: number, holdsUntil: number): Promise<void> {
-  await tx.query('UPDATE hosts SET lease_held_since = to_timestamp($2::float8 / 1000), lease_holds_until = to_timestamp($3::float8 / 1000) WHERE id = $1', [hostId, heldSince, holdsUntil])
+/** Records an acknowledgement: the last grant acknowledged, and how long the agent surely holds its lease. */
+export async function setLeaseHeld (tx: PoolClient, hostId: string, held: { ackedGrantAt: number, heldSince: number, holdsUntil: number }): Promise<void> {
+  await tx.query(
+    `UPDATE hosts SET lease_acked_grant_at = to_timestamp($2::float8 / 1000), lease_held_since = to_timestamp($3::float8 / 1000),
+       lease_holds_until = to_timestamp($4::float8 / 1000) WHERE id = $1`,
+    [hostId, held.ackedGrantAt, held.heldSince, held.holdsUntil]
+  )
 }
 
 /** What a judgement of the host's lease needs: its record, the control plane's uptime and its peers'. */
@@ -181,7 +189,7 @@ export interface LeaseFactsRows {
 }
 
 export async function leaseFactsOf (tx: PoolClient, hostId: string): Promise<LeaseFactsRows | null> {
-  const { rows } = await tx.query(`SELECT ${LEASE_ROW}, status, lease_watchdog_ms, registered_at FROM hosts WHERE id = $1 FOR UPDATE`, [hostId])
+  const { rows } = await tx.query(`SELECT ${LEASE_ROW}, status, lease_watchdog_ms FROM hosts WHERE id = $1 FOR UPDATE`, [hostId])
   if (rows.length === 0) return null
   const clock = await tx.query('SELECT (extract(epoch FROM up_since) * 1000)::float8 AS up_since_ms FROM lease_clock')
   const peers = await tx.query(
@@ -237,7 +245,9 @@ export async function lockActiveHosts (tx: PoolClient): Promise<void> {
 }
 
 /**
- * The active, uncordoned hosts that may boot the instance, with the room each has left, by ID. A
+ * The active, uncordoned hosts that may boot the instance, with the room each has left, by ID; a
+ * host that keeps a lease only while the record shows it held (its agent refuses a new VMM
+ * otherwise, docs/design.md §17). A
  * boot disk not made yet is made from its base image on the host that boots it, so that host
  * needs the image (the same version the create was checked against); once made, the disk is in
  * the shared storage and any host can run it. `onlyHostId` and `excludeHostId` narrow the choice
@@ -250,6 +260,7 @@ export async function hostsThatMayBoot (tx: PoolClient, instanceId: string, only
             h.memory_mib - COALESCE(sum(r.memory_mib), 0) AS free_memory_mib
        FROM hosts h LEFT JOIN reservations r ON r.host_id = h.id
       WHERE h.status = 'active' AND h.cordoned_at IS NULL
+        AND (h.lease_watchdog_ms IS NULL OR h.lease_holds_until > clock_timestamp())
         AND ($2::text IS NULL OR h.id = $2) AND ($3::text IS NULL OR h.id <> $3)
         AND NOT EXISTS (
           SELECT 1 FROM disks d
@@ -282,11 +293,13 @@ export async function uncordonHost (db: Queryable, hostId: string): Promise<{ dr
 }
 
 /**
- * A host as `GET /v1/hosts` shows it: its record, its cordon, how many live VMMs it has and its
- * latest drain (`drain`, the row as JSON).
+ * A host as `GET /v1/hosts` shows it: its record, its cordon, who declared it lost and why, its
+ * lease (epoch ms, with PostgreSQL's clock now), how many live VMMs it has and its latest drain
+ * (`drain`, the row as JSON).
  */
 const HOST_VIEW_QUERY = `
-  SELECT ${HOST_COLUMNS}, h.cordoned_at,
+  SELECT ${HOST_COLUMNS}, h.cordoned_at, h.lost_by, h.lost_reason,
+         ${LEASE_ROW},
          (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms,
          (SELECT to_jsonb(d) FROM drains d WHERE d.host_id = h.id ORDER BY d.started_at DESC LIMIT 1) AS drain
     FROM hosts h`

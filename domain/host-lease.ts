@@ -61,10 +61,20 @@ export function declareAfterMs (settings: LeaseSettings): number {
 /**
  * How far back a peer must have held its lease without a break to count against a vouch that
  * could still keep a host's watchdog from firing now: a pet on a majority's answers fences
- * within `watchdogMs + fenceMs`, and the answers may be `peerAskMs` older than the pet.
+ * within `watchdogMs + fenceMs`, the answers may be `peerAskMs` older than the pet, and a peer
+ * answers that it holds its lease only once it has held it a term without a break (`answersHolding`).
  */
 export function peerWindowMs (settings: LeaseSettings): number {
-  return atLeast(settings.watchdogMs + settings.fenceMs + settings.peerAskMs, settings)
+  return atLeast(settings.termMs + settings.watchdogMs + settings.fenceMs + settings.peerAskMs, settings)
+}
+
+/**
+ * What an agent answers a peer that asks whether it holds its lease: yes only once it has held it
+ * for a term without a break. Right after the control plane comes back, hosts renew one after
+ * another; one slower than its peers is then still vouched for, not fenced for being slow.
+ */
+export function answersHolding (heldForMs: number | null, termMs: number): boolean {
+  return heldForMs !== null && heldForMs >= termMs
 }
 
 /**
@@ -86,6 +96,8 @@ export function outageGapMs (settings: LeaseSettings): number {
 export interface LeaseRecord {
   /** The last grant issued, acknowledged or not. */
   grantedAt: number | null
+  /** The last grant the agent acknowledged taking. */
+  ackedGrantAt: number | null
   /** Since when the agent has held its lease without a break, as its acknowledgements show. */
   heldSince: number | null
   /** Until when the agent surely holds it. */
@@ -97,6 +109,7 @@ export function acknowledged (record: LeaseRecord, grantedAt: number, ackedAt: n
   const broken = record.holdsUntil === null || record.heldSince === null || ackedAt > record.holdsUntil
   return {
     grantedAt: Math.max(record.grantedAt ?? grantedAt, grantedAt),
+    ackedGrantAt: Math.max(record.ackedGrantAt ?? grantedAt, grantedAt),
     heldSince: broken ? ackedAt : record.heldSince,
     holdsUntil: Math.max(record.holdsUntil ?? 0, grantedAt + coveredForMs(settings))
   }
@@ -113,8 +126,8 @@ export interface LeaseFacts {
   /** Since when the control plane has been up: its first grant after an outage. */
   upSince: number
   host: LeaseRecord
-  /** The other hosts the host could ask: every host registered before its last grant. */
-  peers: LeaseRecord[]
+  /** The other hosts registered before the host's last grant, with when each was. */
+  peers: Array<LeaseRecord & { registeredAt: number }>
 }
 
 export type LeaseVerdict =
@@ -129,9 +142,43 @@ export function leaseVerdict ({ now, upSince, host, peers }: LeaseFacts, setting
   if (host.grantedAt === null) return { lost: false, reason: 'never-granted', recheckAt: null }
   const lapsedAt = Math.max(host.grantedAt, upSince) + declareAfterMs(settings)
   if (now < lapsedAt) return { lost: false, reason: 'held', recheckAt: lapsedAt }
-  const holding = peers.filter((peer) => heldThroughWindow(peer, now, settings)).length
-  if (holding * 2 > peers.length) return { lost: true, lapsedAt }
+  const holding = new Set(peers.filter((peer) => heldThroughWindow(peer, now, settings)))
+  const majorityHolds = peerSetsTheAgentMayHold(host, peers).every((set) => set.filter((peer) => holding.has(peer)).length * 2 > set.length)
+  if (majorityHolds) return { lost: true, lapsedAt }
   return { lost: false, reason: 'peers-not-holding', recheckAt: now + Math.ceil(settings.termMs / 4) }
+}
+
+/**
+ * The lists of peers the agent may be asking from: the list of any grant from the last it
+ * acknowledged to the last issued (it may have taken one whose answer was lost), each every host
+ * registered before that grant. A vouch and a declaration must count over the same list for two
+ * majorities to share a peer, so the control plane needs a majority holding in each. Without an
+ * acknowledged grant, the agent's list may be any, the empty one too, which no majority holds.
+ */
+function peerSetsTheAgentMayHold<P extends { registeredAt: number }> (host: LeaseRecord, peers: P[]): P[][] {
+  const from = host.ackedGrantAt ?? -Infinity
+  const cuts = [from, ...peers.map((peer) => peer.registeredAt).filter((at) => at > from)]
+  return cuts.map((cut) => peers.filter((peer) => peer.registeredAt <= cut))
+}
+
+/**
+ * A host's lease as people see it (`GET /v1/hosts`): `none` (its agent keeps no lease), `held`
+ * (surely held now), `expiring` (no longer surely held, its bound not passed: a partition that
+ * heals now changes nothing), `expired` (the bound has passed: the host is surely fenced, and
+ * declared lost once its peers allow), `fenced` (declared lost by its lease).
+ */
+export const LEASE_STATES = ['none', 'held', 'expiring', 'expired', 'fenced'] as const
+export type LeaseState = (typeof LEASE_STATES)[number]
+
+export function leaseStateOf (
+  host: { now: number, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean },
+  settings: LeaseSettings
+): { state: LeaseState, fencedBy: number | null } {
+  if (host.grantedAt === null) return { state: 'none', fencedBy: null }
+  const fencedBy = host.grantedAt + declareAfterMs(settings)
+  if (host.lostByLease) return { state: 'fenced', fencedBy }
+  if (host.holdsUntil !== null && host.now <= host.holdsUntil) return { state: 'held', fencedBy: null }
+  return { state: host.now < fencedBy ? 'expiring' : 'expired', fencedBy }
 }
 
 /** One peer's answer to "do you hold your lease?": true, false, or no answer in time (null). */
@@ -140,8 +187,11 @@ export type PeerAnswer = boolean | null
 /**
  * What an agent whose lease has lapsed does: keep petting its watchdog only when a majority of
  * all its peers answered that they do not hold theirs either; a host that reaches no peer, or
- * whose peers hold theirs, lets its watchdog fence it.
+ * whose peers hold theirs, lets its watchdog fence it. A host whose last grant named no peer at all
+ * keeps petting: no majority can hold against it, so it is never declared lost by its lease, and
+ * fencing it would only stop its VMs for nothing.
  */
 export function outageVouched (answers: readonly PeerAnswer[]): boolean {
+  if (answers.length === 0) return true
   return answers.filter((answer) => answer === false).length * 2 > answers.length
 }

@@ -50,10 +50,11 @@ export function outcomeOfVmmEnd (vmm: Pick<VmmRecord, 'state' | 'exit' | 'reason
         message: 'VMM vanished'
       }
     case 'fenced':
+      // The host's own word that it fenced: the same failure as its loss declared, from the host.
       return {
         state: 'failed',
-        error: { code: 'HostFenced', message: vmm.reason ?? `host ${vmm.hostId} lost its lease and fenced itself` },
-        message: 'VMM fenced with its host'
+        error: { code: 'HostLost', message: `host ${vmm.hostId} fenced itself, its lease lapsed: ${vmm.reason ?? 'VMM killed'}` },
+        message: `host ${vmm.hostId} fenced itself; VMM killed`
       }
     case 'migrated':
       // The instance's record still names this VMM, so the migration's commit was not recorded:
@@ -84,7 +85,7 @@ export interface RestartBackoff {
  * When a failed instance restarts by itself, if it does: only with restart policy `on-failure`,
  * while the user still wants it running. The delay doubles with each restart in a row, up to the
  * maximum; a VMM that ran long enough starts the count over; a failure that is not the guest's
- * fault (its host was declared lost, or fenced itself) does not count. An instance whose policy on
+ * fault (its host was declared lost, or fenced itself: `HostLost`) does not count. An instance whose policy on
  * host failure is `restart` restarts at once after such a failure, whatever its restart policy:
  * the host is known fenced, so nothing is gained by waiting. A guest that powered itself off is
  * `stopped`, not failed, and never restarts.
@@ -95,19 +96,26 @@ export function planRestart (
   outcome: InstanceOutcome,
   backoff: RestartBackoff,
   now: number
-): { at: number, attempts: number } | null {
+): RestartPlan | null {
   if (outcome.state !== 'failed' || instance.intendedState !== 'running') return null
   const hostFailure = HOST_FAILURES.includes(outcome.error?.code ?? '')
-  if (hostFailure && instance.onHostFailure === 'restart') return { at: now, attempts: instance.restartAttempts }
+  if (hostFailure && instance.onHostFailure === 'restart') return { at: now, attempts: instance.restartAttempts, policy: 'on host failure: restart' }
   if (instance.restartPolicy !== 'on-failure') return null
   const ranLongEnough = vmm.runningSince !== null && now - Date.parse(vmm.runningSince) >= backoff.restartResetMs
   const attempts = ranLongEnough ? 0 : instance.restartAttempts
   const delay = Math.min(backoff.restartBackoffMs * 2 ** attempts, backoff.restartBackoffMaxMs)
-  return { at: now + delay, attempts: hostFailure ? attempts : attempts + 1 }
+  return { at: now + delay, attempts: hostFailure ? attempts : attempts + 1, policy: 'restart policy on-failure' }
 }
 
-/** The failures that are the host's, not the guest's. */
-const HOST_FAILURES: readonly string[] = ['HostLost', 'HostFenced']
+/** When a failed instance restarts, its restart count then, and the policy that asked for it (for people). */
+export interface RestartPlan {
+  at: number
+  attempts: number
+  policy: 'restart policy on-failure' | 'on host failure: restart'
+}
+
+/** The failures that are the host's, not the guest's: its loss declared, or its own fence. */
+const HOST_FAILURES: readonly string[] = ['HostLost']
 
 /**
  * What happens to a request, given the instance's state and the operation in flight (if any), so

@@ -13,7 +13,8 @@ import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
 import { AgentMetrics } from './metrics.js'
 import { LeaseKeeper } from './lease/lease-keeper.js'
-import { askPeer, readPeers, savePeers } from './lease/peers.js'
+import { readSavedLease, saveLease } from './lease/lease-file.js'
+import { askPeer } from './lease/peers.js'
 import { openWatchdog } from './lease/watchdog.js'
 import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
@@ -106,14 +107,25 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       {
         pet: () => { watchdog.pet() },
         askPeer: async (peer, timeoutMs) => await askPeer(peer, timeoutMs, config.token),
-        fence: async (reason) => { await supervisor.fenceAll(reason) },
-        savePeers: (peers) => { savePeers(config.stateDir, peers, log) }
+        fence: async (reason) => {
+          metrics.hostFenced()
+          await supervisor.fenceAll(reason)
+        },
+        save: (kept) => { saveLease(config.stateDir, kept, log) },
+        lapsed: () => {
+          log.warn('host lease lapsed')
+          metrics.leaseLapsed()
+        }
       },
       log,
-      await readPeers(config.stateDir, log)
+      await readSavedLease(config.stateDir, log)
     )
   }
-  metrics.readFrom({ vmmStates: () => supervisor.all().map((vmm) => vmm.record.state), outboxDepth: () => outbox.pending })
+  metrics.readFrom({
+    vmmStates: () => supervisor.all().map((vmm) => vmm.record.state),
+    outboxDepth: () => outbox.pending,
+    leaseHeld: () => lease?.holds() ?? null
+  })
   await supervisor.start()
   lease?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.

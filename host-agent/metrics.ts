@@ -10,6 +10,9 @@
  *   by role (`source`, `target`) and outcome (`finished`, `failed`, `cancelled`).
  * - `vmplane_agent_report_lag_seconds`: from a VMM's change to Temporal accepting its report.
  * - `vmplane_agent_outbox_depth`: VMMs whose latest change Temporal has not yet accepted.
+ * - `vmplane_agent_lease_held`: 1 while the host holds its lease, 0 when not (absent on an agent
+ *   that keeps none); `vmplane_agent_lease_lapses_total`: times it stopped holding it;
+ *   `vmplane_agent_host_fences_total`: times the agent fenced its host (docs/design.md §17).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { MigrationRole } from '../domain/vmm.js'
@@ -20,6 +23,8 @@ export type MigrationOutcome = 'finished' | 'failed' | 'cancelled'
 export interface MetricSources {
   vmmStates: () => Iterable<string>
   outboxDepth: () => number
+  /** Whether the host holds its lease; null for an agent that keeps none. */
+  leaseHeld: () => boolean | null
 }
 
 export class AgentMetrics {
@@ -63,6 +68,29 @@ export class AgentMetrics {
     collect: () => { this.#outboxDepth.set(this.#sources?.outboxDepth() ?? 0) }
   })
 
+  readonly #leaseHeld: Gauge = new Gauge({
+    name: 'vmplane_agent_lease_held',
+    help: 'Whether the host holds its lease from the control plane (1) or not (0)',
+    registers: [this.registry],
+    collect: () => {
+      const held = this.#sources?.leaseHeld() ?? null
+      if (held === null) this.#leaseHeld.reset()
+      else this.#leaseHeld.set(held ? 1 : 0)
+    }
+  })
+
+  readonly #leaseLapses = new Counter({
+    name: 'vmplane_agent_lease_lapses_total',
+    help: 'Times the host stopped holding its lease',
+    registers: [this.registry]
+  })
+
+  readonly #fences = new Counter({
+    name: 'vmplane_agent_host_fences_total',
+    help: 'Times the agent fenced its host: its lease lapsed and no majority of its peers vouched for an outage',
+    registers: [this.registry]
+  })
+
   #sources: MetricSources | null = null
 
   constructor (hostId: string) {
@@ -81,6 +109,14 @@ export class AgentMetrics {
 
   migrationEnded (role: MigrationRole, outcome: MigrationOutcome): void {
     this.#migrations.inc({ role, outcome })
+  }
+
+  leaseLapsed (): void {
+    this.#leaseLapses.inc()
+  }
+
+  hostFenced (): void {
+    this.#fences.inc()
   }
 
   reportAccepted (changedAt: string): void {

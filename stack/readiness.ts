@@ -29,7 +29,7 @@ export async function unreadyParts (targets: ReadinessTargets): Promise<string[]
       [`the host agent of ${host.id} (${host.url}/healthz)`, () => answersOk(`${host.url}/healthz`)]),
     ...[...new Set([targets.apiUrl, ...targets.apiUrls])].map((url): [string, () => Promise<boolean>] =>
       [`the API (${url}/readyz)`, () => answersOk(`${url}/readyz`)]),
-    [`every host active in ${targets.apiUrl}/v1/hosts`, () => hostsActive(targets)],
+    [`every host active, holding its lease, in ${targets.apiUrl}/v1/hosts`, () => hostsActive(targets)],
     ...targets.hosts.filter((host) => host.images.length > 0).map((host): [string, () => Promise<boolean>] =>
       [`${host.id} announcing ${host.images.join(', ')} (${targets.apiUrl}/v1/images)`, () => imagesAnnounced(targets, host)])
   ]
@@ -37,11 +37,12 @@ export async function unreadyParts (targets: ReadinessTargets): Promise<string[]
   return checks.filter((_, i) => !ready[i]).map(([what]) => what)
 }
 
+/** Every host active, and holding its lease if it keeps one: placement takes no other (docs/design.md §17). */
 async function hostsActive (targets: ReadinessTargets): Promise<boolean> {
   const listed = await getJson(targets, '/v1/hosts')
   if (listed === null) return false
   const { items } = hostListSchema.parse(listed)
-  return targets.hosts.every((host) => items.some((item) => item.id === host.id && item.status === 'active'))
+  return targets.hosts.every((host) => items.some((item) => item.id === host.id && item.status === 'active' && ['none', 'held'].includes(item.lease.state)))
 }
 
 /** Whether the control plane lists the host among those that have each of its images. */

@@ -84,7 +84,7 @@ import { create } from './create.js'
 import { halt } from './halt.js'
 import { HaltBook } from './halts.js'
 import type { ChangeInput, InstanceContext, Placement, PlacementOptions } from './instance-context.js'
-import { recordOperationOutcome } from './metrics.js'
+import { recordHostFailureRestart, recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { describeFailure, start } from './start.js'
@@ -564,12 +564,13 @@ export class InstanceExecution implements InstanceContext {
     if (isTerminalVmmState(vmm.state)) {
       const outcome = outcomeOfVmmEnd(vmm)
       const restart = planRestart(this.instance, vmm, outcome, this.settings, Date.now())
+      if (restart?.policy === 'on host failure: restart') recordHostFailureRestart()
       await this.change({
         decision: decisionKeys.vmmEnded(vmm.id),
         kind: 'state-changed',
         message: restart === null
           ? outcome.message
-          : `${outcome.message}; restarting in ${Math.round((restart.at - Date.now()) / 1000)} s (restart policy on-failure, attempt ${restart.attempts})`,
+          : `${outcome.message}; restarting in ${Math.round((restart.at - Date.now()) / 1000)} s (${restart.policy}, attempt ${restart.attempts})`,
         vmmId: vmm.id,
         details: { exit: vmm.exit, reason: vmm.reason },
         set: {

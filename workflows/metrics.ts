@@ -4,7 +4,11 @@
  *
  * - `vmplane_operations_finished_total{kind, status}`: operations that ended, by kind (create,
  *   start, stop, reboot, delete) and outcome (succeeded, failed, superseded);
- * - `vmplane_operation_duration_seconds{kind, status}`: from the request to that end.
+ * - `vmplane_operation_duration_seconds{kind, status}`: from the request to that end;
+ * - `vmplane_hosts_declared_lost_total{by}`: hosts declared lost, by an operator or by their lease
+ *   (docs/design.md §17);
+ * - `vmplane_host_failure_restarts_total`: instances restarted because their host failed
+ *   (`onHostFailure: restart`).
  *
  * Temporal's workflow metric meter drops what is emitted while a history replays, so an outcome
  * counts once however often its execution is replayed. (A workflow task retried after a worker
@@ -20,4 +24,12 @@ export function recordOperationOutcome (kind: OperationKind, status: OperationSt
   metricMeter.createCounter('vmplane_operations_finished_total', 'operations', 'Operations that ended, by kind and outcome').add(1, tags)
   const seconds = Math.max(0, Date.now() - Date.parse(requestedAt)) / 1000
   metricMeter.createHistogram('vmplane_operation_duration_seconds', 'float', 'seconds', 'From the request to the end of the operation').record(seconds, tags)
+}
+
+export function recordHostDeclaredLost (by: 'operator' | 'lease'): void {
+  metricMeter.createCounter('vmplane_hosts_declared_lost_total', 'hosts', 'Hosts declared lost, by an operator or by their lease').add(1, { by })
+}
+
+export function recordHostFailureRestart (): void {
+  metricMeter.createCounter('vmplane_host_failure_restarts_total', 'instances', 'Instances restarted because their host failed').add(1)
 }

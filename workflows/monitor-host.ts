@@ -33,6 +33,7 @@ import type { MonitorHostInput } from '../contract/workflows.js'
 import type { HostAnnouncement } from '../domain/host.js'
 import { declareAfterMs } from '../domain/host-lease.js'
 import { agents, grants, reads, records } from './activity-proxies.js'
+import { recordHostDeclaredLost } from './metrics.js'
 import { HEARTBEATS_NOT_SKIPPED_PATCH, HOST_LEASES_PATCH } from './patches.js'
 
 const HISTORY_LIMIT = 200
@@ -67,11 +68,15 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
     const woken = operatorAction !== null || (waitMs === null ? await condition(wake).then(() => true) : await condition(wake, waitMs))
     const action: 'lost' | 'readmit' | null = operatorAction
     operatorAction = null
-    if (action === 'lost') await agents.declareHostLost(input.hostId, null)
+    if (action === 'lost') {
+      await agents.declareHostLost(input.hostId, null)
+      recordHostDeclaredLost('operator')
+    }
     if (action === 'readmit') await records.readmitHost(input.hostId)
     if (!woken) {
       if (leases && judgeLeaseAt !== null && Date.now() >= judgeLeaseAt) {
-        const { judgeAgainInMs } = await records.judgeHostLease(input.hostId)
+        const { lost, judgeAgainInMs } = await records.judgeHostLease(input.hostId)
+        if (lost) recordHostDeclaredLost('lease')
         judgeLeaseAt = judgeAgainInMs === null ? null : Date.now() + judgeAgainInMs
         continue
       }

@@ -51,7 +51,7 @@ export async function start (execution: InstanceContext, request: StartRequest):
     kind: 'operation-started',
     message: request.automaticAttempt === undefined
       ? 'start requested'
-      : `restarting by itself (restart policy on-failure, attempt ${request.automaticAttempt})`,
+      : `restarting by itself (attempt ${request.automaticAttempt})`,
     set: { state: 'starting', intendedState: 'running', restartAt: null },
     operation: { request, status: 'running' }
   })

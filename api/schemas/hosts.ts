@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { HOST_STATUSES } from '../../domain/host.js'
+import { LEASE_STATES } from '../../domain/host-lease.js'
 import { HOST_ID_PATTERN } from '../../domain/ids.js'
 
 const capacitySchema = z.object({ vcpus: z.number().int(), memoryMiB: z.number().int() })
@@ -14,6 +15,16 @@ export const hostSchema = z.object({
   capacity: capacitySchema,
   reserved: capacitySchema,
   liveVmms: z.number().int(),
+  lost: z.object({
+    by: z.enum(['operator', 'lease']),
+    reason: z.string()
+  }).nullable().describe('who declared the host lost, and why, while it is'),
+  lease: z.object({
+    state: z.enum(LEASE_STATES).describe('none: its agent keeps no lease; held; expiring: no longer surely held, a partition healing now changes nothing; expired: the host is surely fenced; fenced: declared lost by its lease'),
+    grantedAt: z.string().nullable().describe('the last grant, answering a heartbeat'),
+    heldUntil: z.string().nullable().describe('until when its agent surely holds it'),
+    fencedBy: z.string().nullable().describe('once not held: when the host is surely fenced (its watchdog fired, every VMM killed)')
+  }).describe("the host's lease from the control plane (docs/design.md §17)"),
   cordonedAt: z.string().nullable().describe('set while the host takes no new VMM (a drain cordons it)'),
   drain: z.object({
     id: z.uuid(),

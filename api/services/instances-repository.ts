@@ -14,6 +14,7 @@ import { readOperation } from '../../db/operations.js'
 import type { Pool } from '../../db/pool.js'
 import { isoOrNull, toHost, toInstance, toMigration, toOperation } from '../../db/rows.js'
 import { conditionsOf } from '../../domain/conditions.js'
+import { leaseStateOf, type LeaseSettings } from '../../domain/host-lease.js'
 import type { InstanceDisk, InstanceInterface, InstanceState } from '../../domain/instance.js'
 import { tapNameOf } from '../../domain/interfaces.js'
 import { diskDeviceOf, diskFileOf } from '../../domain/storage.js'
@@ -97,13 +98,17 @@ function interfaceView (nic: InstanceInterface): InstanceView['interfaces'][numb
   }
 }
 
-function toHostView (row: Record<string, any>): HostView {
+function toHostView (row: Record<string, any>, leaseSettings: LeaseSettings): HostView {
   const { vcpus, memoryMiB, ...host } = toHost(row)
   const drain = row.drain as Record<string, any> | null
+  const lease = leaseStateOf({ now: row.now_ms, grantedAt: row.granted_ms, holdsUntil: row.holds_until_ms, lostByLease: row.status === 'lost' && row.lost_by === 'lease' }, leaseSettings)
+  const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
   return {
     ...host,
     capacity: { vcpus, memoryMiB },
     liveVmms: row.live_vmms,
+    lost: row.status === 'lost' && row.lost_by !== null ? { by: row.lost_by, reason: row.lost_reason } : null,
+    lease: { state: lease.state, grantedAt: iso(row.granted_ms), heldUntil: iso(row.holds_until_ms), fencedBy: iso(lease.fencedBy) },
     cordonedAt: row.cordoned_at === null ? null : new Date(row.cordoned_at).toISOString(),
     drain: drain === null
       ? null
@@ -137,7 +142,7 @@ function decodeCursor (cursor: string): number {
   throw new ApiProblem(400, 'Bad Request', 'query.cursor: is not a cursor this API returned', [{ path: 'query.cursor', message: 'is not a cursor this API returned' }])
 }
 
-export function createInstancesRepository (db: Pool, unreachableAfterMs: number) {
+export function createInstancesRepository (db: Pool, unreachableAfterMs: number, leaseSettings: LeaseSettings) {
   const toView = (row: Record<string, any>): InstanceView => toInstanceView(row, unreachableAfterMs)
   return {
     async find (id: string): Promise<InstanceView | null> {
@@ -187,12 +192,12 @@ export function createInstancesRepository (db: Pool, unreachableAfterMs: number)
     },
 
     async listHosts (): Promise<HostView[]> {
-      return (await listHostViewRows(db)).map(toHostView)
+      return (await listHostViewRows(db)).map((row) => toHostView(row, leaseSettings))
     },
 
     async findHost (id: string): Promise<HostView | null> {
       const row = await findHostViewRow(db, id)
-      return row === null ? null : toHostView(row)
+      return row === null ? null : toHostView(row, leaseSettings)
     }
   }
 }
@@ -205,6 +210,6 @@ declare module 'fastify' {
   }
 }
 
-export default fp<{ hostUnreachableAfterMs: number }>(async (fastify, opts) => {
-  fastify.decorate('instancesRepository', createInstancesRepository(fastify.db, opts.hostUnreachableAfterMs))
+export default fp<{ hostUnreachableAfterMs: number, lease: LeaseSettings }>(async (fastify, opts) => {
+  fastify.decorate('instancesRepository', createInstancesRepository(fastify.db, opts.hostUnreachableAfterMs, opts.lease))
 }, { name: 'instances-repository', dependencies: ['database'] })

@@ -1,6 +1,7 @@
 /**
  * The agent's routes for its host's lease (docs/design.md §17): the control plane's grant, in
- * answer to a heartbeat, and a peer's question whether this host holds its own. An agent that
+ * answer to a heartbeat, and a peer's question whether this host holds its own (yes once held a
+ * term without a break, host-agent/lease/lease-keeper.ts). An agent that
  * keeps no lease (no watchdog configured) takes no grant and answers that it holds none.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
@@ -18,6 +19,6 @@ export const leaseRoutes: FastifyPluginAsyncZod<LeaseRouteOptions> = async (app,
   })
 
   app.get('/v1/lease', { schema: { response: { 200: leaseStateSchema } } }, async () => {
-    return { hostId, holds: lease?.holds() ?? false }
+    return { hostId, holds: lease?.answersHolding() ?? false }
   })
 }

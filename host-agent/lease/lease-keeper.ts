@@ -6,6 +6,10 @@
  * runs from that send, and a grant that comes more than its `grantMaxAgeMs` after it is refused,
  * so the control plane never counts on a lease this agent does not hold.
  *
+ * A peer asking whether this host holds its lease is told yes only once it has held it a term
+ * without a break (`answersHolding`): after the control plane's recovery, a host slower to renew
+ * than its peers is still vouched for meanwhile.
+ *
  * Every `petEveryMs` the keeper decides, and pets the host's watchdog only when allowed:
  * - holding its lease: pet;
  * - not holding it: ask every peer the last grant named whether it holds its own; a majority of
@@ -14,16 +18,17 @@
  *   made until the lease is held again. The watchdog would fence the host anyway within its
  *   bound; the agent fencing first makes it sooner, and leaves the VMMs' records saying why.
  *
- * An agent that just started holds no lease yet. It asks its peers like one that lost it, those its
- * predecessor's last grant named (an agent started during a control-plane outage must not let its
- * watchdog fence a healthy host), but
- * fences only once `startupGraceMs` has passed since it started without a grant: its first heartbeat is
- * normally answered well before, and a VMM adopted from its predecessor is not killed for the
- * restart. The watchdog, armed by the predecessor's pets, holds the bound meanwhile.
+ * A restarted agent holds the lease its predecessor held (host-agent/lease/lease-file.ts) until its
+ * term ends, and asks the peers that lease named once it lapses: a restart (a crash, an upgrade)
+ * neither fences the host nor counts as holding a lease nobody granted. An agent with no lease
+ * kept knows no peers, so nobody vouches for it: it fences once `startupGraceMs` has passed since
+ * it started without a grant, and its watchdog, armed by its first connection, holds the bound
+ * meanwhile.
  */
 import type { Logger } from 'pino'
-import { outageVouched, type PeerAnswer } from '../../domain/host-lease.js'
+import { answersHolding, outageVouched, type PeerAnswer } from '../../domain/host-lease.js'
 import type { LeaseGrant, LeasePeer } from '../../domain/host-agent-api.js'
+import { monotonicMs, type SavedLease } from './lease-file.js'
 
 export interface LeaseKeeperSettings {
   petEveryMs: number
@@ -37,8 +42,10 @@ export interface LeaseKeeperEffects {
   askPeer: (peer: LeasePeer, timeoutMs: number) => Promise<PeerAnswer>
   /** Kills every VMM of the host. */
   fence: (reason: string) => Promise<void>
-  /** Keeps the peers a grant named, for a restarted agent to ask (host-agent/lease/peer-file.ts). */
-  savePeers: (peers: LeasePeer[]) => void
+  /** Keeps the lease for a restarted agent (host-agent/lease/lease-file.ts). */
+  save: (lease: SavedLease) => void
+  /** The lease was held at the last decision and is not now. */
+  lapsed: () => void
 }
 
 /** How many heartbeats' send times are kept; a grant answers one of the latest. */
@@ -49,26 +56,34 @@ const FIRST_PEER_ASK_MS = 1_000
 export class LeaseKeeper {
   readonly #sentAt = new Map<number, number>()
   #nextSeq = 1
-  /** Until when the lease holds, on `performance.now()`'s clock; null before any grant. */
-  #holdsUntil: number | null = null
-  #peers: LeasePeer[]
+  /** Since when the lease has been held without a break, and until when it holds, on the host's monotonic clock; null before any grant. */
+  #heldSince: number | null
+  #holdsUntil: number | null
+  #termMs: number | null
+  /** The peers the last grant named; null while no grant says (then nobody vouches). */
+  #peers: LeasePeer[] | null
   #peerAskMs = FIRST_PEER_ASK_MS
   #fenced = false
   readonly #startedAt: number
   #timer: NodeJS.Timeout | null = null
   #deciding = false
   #vouchedLogged = false
+  /** Whether the last decision found the lease held. */
+  #heldAtLastDecision = false
 
   constructor (
     private readonly settings: LeaseKeeperSettings,
     private readonly effects: LeaseKeeperEffects,
     private readonly log: Logger,
-    /** The peers the predecessor's last grant named. */
-    peers: LeasePeer[],
-    private readonly now: () => number = () => performance.now()
+    /** The lease a predecessor held, kept in the state directory. */
+    kept: SavedLease | null,
+    private readonly now: () => number = monotonicMs
   ) {
     this.#startedAt = now()
-    this.#peers = peers
+    this.#heldSince = kept?.heldSince ?? null
+    this.#holdsUntil = kept?.holdsUntil ?? null
+    this.#termMs = kept?.termMs ?? null
+    this.#peers = kept?.peers ?? null
   }
 
   /** A heartbeat's request for the lease: its sequence number, its send time remembered. */
@@ -84,10 +99,12 @@ export class LeaseKeeper {
     const sentAt = this.#sentAt.get(grant.seq)
     const now = this.now()
     if (sentAt === undefined || now - sentAt > grant.grantMaxAgeMs) return false
+    if (!this.holds()) this.#heldSince = now
     this.#holdsUntil = Math.max(this.#holdsUntil ?? 0, sentAt + grant.termMs)
+    this.#termMs = grant.termMs
     this.#peerAskMs = grant.peerAskMs
-    if (JSON.stringify(grant.peers) !== JSON.stringify(this.#peers)) this.effects.savePeers(grant.peers)
     this.#peers = grant.peers
+    this.effects.save({ heldSince: this.#heldSince!, holdsUntil: this.#holdsUntil, termMs: grant.termMs, peers: grant.peers })
     if (this.#fenced) this.log.info('lease held again: the host takes VMMs again')
     this.#fenced = false
     this.#vouchedLogged = false
@@ -97,6 +114,12 @@ export class LeaseKeeper {
 
   holds (): boolean {
     return this.#holdsUntil !== null && this.now() < this.#holdsUntil
+  }
+
+  /** What it answers a peer that asks whether it holds its lease (`answersHolding`). */
+  answersHolding (): boolean {
+    const heldForMs = this.holds() && this.#heldSince !== null ? this.now() - this.#heldSince : null
+    return this.#termMs !== null && answersHolding(heldForMs, this.#termMs)
   }
 
   /** Whether the host may make a new VMM: only while it holds its lease. */
@@ -121,18 +144,22 @@ export class LeaseKeeper {
     if (this.#deciding) return
     this.#deciding = true
     try {
-      if (this.holds()) {
+      const held = this.holds()
+      if (this.#heldAtLastDecision && !held) this.effects.lapsed()
+      this.#heldAtLastDecision = held
+      if (held) {
         this.effects.pet()
         return
       }
-      const answers = await Promise.all(this.#peers.map(async (peer) => await this.effects.askPeer(peer, this.#peerAskMs).catch(() => null)))
-      if (outageVouched(answers)) {
+      const peers = this.#peers
+      const answers = peers === null ? null : await Promise.all(peers.map(async (peer) => await this.effects.askPeer(peer, this.#peerAskMs).catch(() => null)))
+      if (answers !== null && outageVouched(answers)) {
         this.effects.pet()
-        if (!this.#vouchedLogged) this.log.warn({ peers: this.#peers.length, vouching: answers.filter((a) => a === false).length }, 'lease lapsed, but a majority of peers cannot reach the control plane either: not fencing')
+        if (!this.#vouchedLogged) this.log.warn({ peers: answers.length, vouching: answers.filter((a) => a === false).length }, answers.length === 0 ? 'lease lapsed; this host has no peers, so it is never declared lost by its lease: not fencing' : 'lease lapsed, but a majority of peers cannot reach the control plane either: not fencing')
         this.#vouchedLogged = true
         return
       }
-      await this.#fence(answers)
+      await this.#fence(answers ?? [])
     } finally {
       this.#deciding = false
     }

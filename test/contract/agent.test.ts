@@ -52,7 +52,7 @@ describe('the host agent under requests made from its document', { timeout: 5 * 
         return operation.method === 'GET' ? pick([witness.id, ...created, randomUUID()]) : pick([...created, randomUUID()])
       },
       adjust: (operation, part, value) => {
-        if (part !== 'body' || operation.method !== 'PUT') return value
+        if (part !== 'body' || operation.method !== 'PUT' || operation.path !== '/v1/vmms/{id}') return value
         // A VMM the simulator can run, half of them from the agent's real images.
         const valid = ensureBody() as { spec: { boot: unknown } }
         const spec = value.spec as Record<string, unknown>

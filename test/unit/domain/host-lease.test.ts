@@ -5,17 +5,17 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import {
-  acknowledged, coveredForMs, declareAfterMs, DEFAULT_LEASE_SETTINGS as S, leaseVerdict, outageVouched, peerWindowMs,
+  acknowledged, answersHolding, coveredForMs, declareAfterMs, DEFAULT_LEASE_SETTINGS as S, leaseStateOf, leaseVerdict, outageVouched, peerWindowMs,
   type LeaseRecord, type LeaseVerdict
 } from '../../../domain/host-lease.js'
 
-const NEVER: LeaseRecord = { grantedAt: null, heldSince: null, holdsUntil: null }
+const NEVER: LeaseRecord = { grantedAt: null, ackedGrantAt: null, heldSince: null, holdsUntil: null }
 
-/** A host that renewed every 2 s from `since` until `until`, each grant acknowledged at once. */
-function renewed (since: number, until: number): LeaseRecord {
+/** A host that renewed every 2 s from `since` until `until`, each grant acknowledged at once; registered at `registeredAt`. */
+function renewed (since: number, until: number, registeredAt = 0): LeaseRecord & { registeredAt: number } {
   let record = NEVER
   for (let at = since; at <= until; at += 2_000) record = acknowledged(record, at, at + 5, S)
-  return record
+  return { ...record, registeredAt }
 }
 
 describe('the lease bounds', () => {
@@ -24,8 +24,8 @@ describe('the lease bounds', () => {
     assert.ok(declareAfterMs(S) * (1 - S.clockRate) >= (S.termMs + S.watchdogMs + S.fenceMs) * (1 + S.clockRate) - 1)
   })
 
-  it('count a peer against a vouch only over the time a pet on one could still keep a watchdog from firing', () => {
-    assert.equal(peerWindowMs(S), 7_142)
+  it('count a peer against a vouch only once it has held a term, and over the time a pet on a vouch could still keep a watchdog from firing', () => {
+    assert.equal(peerWindowMs(S), 19_384)
   })
 
   it('cover an acknowledged grant for less than its term by the oldest heartbeat the agent takes', () => {
@@ -37,9 +37,9 @@ describe('the lease bounds', () => {
 describe('acknowledged', () => {
   it('starts holding at the first acknowledgement and extends it with each one in time', () => {
     const first = acknowledged(NEVER, 1_000, 1_050, S)
-    assert.deepEqual(first, { grantedAt: 1_000, heldSince: 1_050, holdsUntil: 1_000 + coveredForMs(S) })
+    assert.deepEqual(first, { grantedAt: 1_000, ackedGrantAt: 1_000, heldSince: 1_050, holdsUntil: 1_000 + coveredForMs(S) })
     const next = acknowledged(first, 3_000, 3_020, S)
-    assert.deepEqual(next, { grantedAt: 3_000, heldSince: 1_050, holdsUntil: 3_000 + coveredForMs(S) })
+    assert.deepEqual(next, { grantedAt: 3_000, ackedGrantAt: 3_000, heldSince: 1_050, holdsUntil: 3_000 + coveredForMs(S) })
   })
 
   it('starts again from an acknowledgement that comes after the lease surely held', () => {
@@ -58,7 +58,7 @@ describe('leaseVerdict', () => {
   const lastGrant = 100_000
   const host = renewed(0, lastGrant)
   const lapsedAt = lastGrant + declareAfterMs(S)
-  const cases: Array<{ name: string, now: number, upSince?: number, host?: LeaseRecord, peers: LeaseRecord[], verdict: LeaseVerdict }> = [
+  const cases: Array<{ name: string, now: number, upSince?: number, host?: LeaseRecord, peers: Array<LeaseRecord & { registeredAt: number }>, verdict: LeaseVerdict }> = [
     {
       name: 'a host cut off while its peers renew: held until the bound, then lost',
       now: lapsedAt - 1,
@@ -111,6 +111,27 @@ describe('leaseVerdict', () => {
       verdict: { lost: false, reason: 'peers-not-holding', recheckAt: lapsedAt + 600_000 + S.termMs / 4 }
     },
     {
+      name: 'peers registered after its last acknowledged grant: the agent may still be asking the older list, where no majority holds',
+      now: lapsedAt + 2_000,
+      host: { ...host, grantedAt: lastGrant + 2_000 },
+      peers: [renewed(0, lastGrant), renewed(0, lapsedAt + 2_000, lastGrant + 1_000), renewed(0, lapsedAt + 2_000, lastGrant + 1_500)],
+      verdict: { lost: false, reason: 'peers-not-holding', recheckAt: lapsedAt + 2_000 + S.termMs / 4 }
+    },
+    {
+      name: 'the same, with a majority holding in every list the agent may hold',
+      now: lapsedAt + 2_000,
+      host: { ...host, grantedAt: lastGrant + 2_000 },
+      peers: [renewed(0, lapsedAt + 2_000), renewed(0, lapsedAt + 2_000, lastGrant + 1_000), renewed(0, lapsedAt + 2_000, lastGrant + 1_500)],
+      verdict: { lost: true, lapsedAt: lapsedAt + 2_000 }
+    },
+    {
+      name: 'an agent that never acknowledged a grant may hold any list, the empty one too: never declared',
+      now: lapsedAt,
+      host: { ...NEVER, grantedAt: lastGrant },
+      peers: [renewed(0, lapsedAt), renewed(0, lapsedAt)],
+      verdict: { lost: false, reason: 'peers-not-holding', recheckAt: lapsedAt + S.termMs / 4 }
+    },
+    {
       name: 'a host never granted a lease: nothing to judge until it has one',
       now: lapsedAt,
       host: NEVER,
@@ -143,9 +164,33 @@ describe('outageVouched', () => {
     ['peers that hold theirs: this host is the one cut off', [true, true, true], false],
     ['no peer answers: cut off from everything', [null, null, null], false],
     ['a silent peer counts against: a majority of all peers must answer', [false, null, null], false],
-    ['no peers at all: a host alone fences', [], false]
+    ['no peers at all: a host alone is never declared lost by its lease, so it never fences for it', [], true]
   ]
   for (const [name, answers, vouched] of cases) {
     it(name, () => { assert.equal(outageVouched(answers), vouched) })
   }
+})
+
+describe('leaseStateOf', () => {
+  const grantedAt = 100_000
+  const fencedBy = grantedAt + declareAfterMs(S)
+  const cases: Array<[string, { now: number, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean }, ReturnType<typeof leaseStateOf>]> = [
+    ['an agent that keeps no lease', { now: grantedAt, grantedAt: null, holdsUntil: null, lostByLease: false }, { state: 'none', fencedBy: null }],
+    ['surely held', { now: grantedAt + 1_000, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'held', fencedBy: null }],
+    ['no longer surely held, its bound ahead', { now: grantedAt + coveredForMs(S) + 1, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expiring', fencedBy }],
+    ['granted but never acknowledged', { now: grantedAt + 10, grantedAt, holdsUntil: null, lostByLease: false }, { state: 'expiring', fencedBy }],
+    ['past its bound: surely fenced', { now: fencedBy, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expired', fencedBy }],
+    ['declared lost by its lease', { now: fencedBy + 5_000, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: true }, { state: 'fenced', fencedBy }]
+  ]
+  for (const [name, host, expected] of cases) {
+    it(name, () => { assert.deepEqual(leaseStateOf(host, S), expected) })
+  }
+})
+
+describe('answersHolding', () => {
+  it('says a host holds its lease only once it has held it a term without a break', () => {
+    assert.equal(answersHolding(null, S.termMs), false)
+    assert.equal(answersHolding(S.termMs - 1, S.termMs), false)
+    assert.equal(answersHolding(S.termMs, S.termMs), true)
+  })
 })

@@ -24,6 +24,12 @@ describe('outcomeOfVmmEnd', () => {
     assert.equal(bySignal.intendedState, undefined, 'a crash does not change what the user intends')
   })
 
+  it('a VMM its host fenced (its lease lapsed) fails the instance with HostLost, in the host\'s words', () => {
+    const outcome = outcomeOfVmmEnd(ended('failed', { cause: 'fenced', code: null, signal: 'SIGKILL' }, 'host lease lapsed and 3 of 3 peers hold theirs, 0 did not answer: host fenced'))
+    assert.equal(outcome.state, 'failed')
+    assert.deepEqual(outcome.error, { code: 'HostLost', message: 'host host-1 fenced itself, its lease lapsed: host lease lapsed and 3 of 3 peers hold theirs, 0 did not answer: host fenced' })
+  })
+
   it('a VMM whose host was declared lost fails the instance with HostLost', () => {
     const outcome = outcomeOfVmmEnd(ended('lost', null))
     assert.equal(outcome.state, 'failed')
@@ -89,12 +95,12 @@ describe('planRestart (restart policy on-failure)', () => {
 
   it('starts the count over after 10 min of running', () => {
     const plan = planRestart({ ...onFailure, restartAttempts: 5 }, ranFor(600_000), crashed, backoff, now)
-    assert.deepEqual(plan, { at: now + 10_000, attempts: 1 })
+    assert.deepEqual(plan, { at: now + 10_000, attempts: 1, policy: 'restart policy on-failure' })
   })
 
   it('does not count a failure that was not the guest’s: a host declared lost', () => {
     const lost = outcomeOfVmmEnd(ended('lost', null))
-    assert.deepEqual(planRestart({ ...onFailure, restartAttempts: 2 }, ranFor(1000), lost, backoff, now), { at: now + 40_000, attempts: 2 })
+    assert.deepEqual(planRestart({ ...onFailure, restartAttempts: 2 }, ranFor(1000), lost, backoff, now), { at: now + 40_000, attempts: 2, policy: 'restart policy on-failure' })
   })
 
   it('restarts at once after its host is declared lost or fenced itself, with onHostFailure restart, whatever its restart policy', () => {
@@ -102,7 +108,7 @@ describe('planRestart (restart policy on-failure)', () => {
     const fenced = outcomeOfVmmEnd(ended('failed', { cause: 'fenced', code: null, signal: 'SIGKILL' }))
     for (const outcome of [lost, fenced]) {
       for (const restartPolicy of ['never', 'on-failure'] as const) {
-        assert.deepEqual(planRestart({ ...onFailure, restartPolicy, onHostFailure: 'restart', restartAttempts: 3 }, ranFor(1000), outcome, backoff, now), { at: now, attempts: 3 })
+        assert.deepEqual(planRestart({ ...onFailure, restartPolicy, onHostFailure: 'restart', restartAttempts: 3 }, ranFor(1000), outcome, backoff, now), { at: now, attempts: 3, policy: 'on host failure: restart' })
       }
     }
     assert.equal(planRestart({ ...onFailure, onHostFailure: 'restart' }, ranFor(1000), crashed, backoff, now)?.at, now + 10_000, 'a crash is the guest\'s: the back-off holds')

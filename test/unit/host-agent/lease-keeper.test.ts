@@ -7,18 +7,20 @@ import { describe, it } from 'node:test'
 import pino from 'pino'
 import type { LeaseGrant, LeasePeer } from '../../../domain/host-agent-api.js'
 import type { PeerAnswer } from '../../../domain/host-lease.js'
+import type { SavedLease } from '../../../host-agent/lease/lease-file.js'
 import { LeaseKeeper } from '../../../host-agent/lease/lease-keeper.js'
 
 const PEERS: LeasePeer[] = ['host-2', 'host-3', 'host-4'].map((hostId) => ({ hostId, agentUrl: `http://${hostId}.test:7301` }))
 
 /** A keeper whose clock, peers' answers and effects the test holds. */
-function keeper (options: { peers?: LeasePeer[], answers?: Record<string, PeerAnswer> } = {}) {
+function keeper (options: { kept?: SavedLease, answers?: Record<string, PeerAnswer> } = {}) {
   const world = {
     now: 0,
     pets: 0,
     fences: [] as string[],
     asked: 0,
-    saved: [] as LeasePeer[][],
+    saved: [] as SavedLease[],
+    lapses: 0,
     answers: options.answers ?? {}
   }
   const lease = new LeaseKeeper(
@@ -30,10 +32,11 @@ function keeper (options: { peers?: LeasePeer[], answers?: Record<string, PeerAn
         return world.answers[peer.hostId] ?? null
       },
       fence: async (reason) => { world.fences.push(reason) },
-      savePeers: (peers) => { world.saved.push(peers) }
+      save: (kept) => { world.saved.push(kept) },
+      lapsed: () => { world.lapses++ }
     },
     pino({ level: 'silent' }),
-    options.peers ?? [],
+    options.kept ?? null,
     () => world.now
   )
   return { lease, world }
@@ -54,6 +57,8 @@ describe('LeaseKeeper', () => {
     assert.equal(lease.holds(), true)
     world.now = 12_000
     assert.equal(lease.holds(), false, 'the term runs from the send, not from the grant')
+    await lease.decide()
+    assert.equal(world.lapses, 0, 'not held at any decision before: no lapse')
   })
 
   it('refuses a grant that comes too late, or answers no heartbeat it sent', () => {
@@ -109,10 +114,11 @@ describe('LeaseKeeper', () => {
   it('lapsed, reaching no peer: fences', async () => {
     const { lease, world } = keeper()
     lease.take(grant(lease.request()))
+    await lease.decide()
     world.now = 20_000
     world.pets = 0
     await lease.decide()
-    assert.deepEqual([world.pets, world.fences.length], [0, 1])
+    assert.deepEqual([world.pets, world.fences.length, world.lapses], [0, 1, 1])
   })
 
   it('takes new VMMs again once a grant comes after a fence', async () => {
@@ -128,27 +134,60 @@ describe('LeaseKeeper', () => {
     assert.equal(world.pets, 2)
   })
 
-  it('just started, with no grant yet: asks the peers its predecessor kept, and fences only after its grace', async () => {
-    const { lease, world } = keeper({ peers: PEERS, answers: { 'host-2': true, 'host-3': true, 'host-4': true } })
-    world.now = 9_999
+  it('a grant that names no peer: the host is alone, never declared lost by its lease, and keeps petting once it lapses', async () => {
+    const { lease, world } = keeper()
+    lease.take(grant(lease.request(), []))
+    world.now = 20_000
+    world.pets = 0
     await lease.decide()
-    assert.deepEqual([world.pets, world.asked, world.fences.length], [0, 3, 0])
-    world.now = 10_000
-    await lease.decide()
-    assert.equal(world.fences.length, 1)
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [1, 0, 0])
   })
 
-  it('just started during an outage its peers share: pets on their word', async () => {
-    const { lease, world } = keeper({ peers: PEERS, answers: { 'host-2': false, 'host-3': false, 'host-4': false } })
+  it('restarted, holds the lease its predecessor kept until its term ends, then asks the peers that lease named', async () => {
+    const { lease, world } = keeper({ kept: { heldSince: -20_000, holdsUntil: 5_000, termMs: 12_000, peers: PEERS }, answers: { 'host-2': true, 'host-3': true, 'host-4': true } })
+    assert.equal(lease.holds(), true)
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked], [1, 0])
+    world.now = 6_000
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [1, 3, 1], 'its peers hold theirs: it fences, with no grace')
+  })
+
+  it('restarted during an outage its peers share: pets on their word', async () => {
+    const { lease, world } = keeper({ kept: { heldSince: -20_000, holdsUntil: 0, termMs: 12_000, peers: PEERS }, answers: { 'host-2': false, 'host-3': false, 'host-4': false } })
     world.now = 30_000
     await lease.decide()
     assert.deepEqual([world.pets, world.fences.length], [1, 0])
   })
 
-  it('keeps the peers a grant names when they change, for a restarted agent', () => {
-    const { lease, world } = keeper({ peers: PEERS })
+  it('with nothing kept, knows no peer to vouch for it: does not pet, and fences once its grace has passed without a grant', async () => {
+    const { lease, world } = keeper()
+    world.now = 9_999
+    await lease.decide()
+    assert.deepEqual([world.pets, world.asked, world.fences.length], [0, 0, 0])
+    world.now = 10_000
+    await lease.decide()
+    assert.deepEqual([world.pets, world.fences.length], [0, 1])
+  })
+
+  it('keeps the lease and the peers its grant named at every grant, for a restarted agent', () => {
+    const { lease, world } = keeper()
+    world.now = 1_000
     lease.take(grant(lease.request()))
     lease.take(grant(lease.request(), PEERS.slice(0, 2)))
-    assert.deepEqual(world.saved, [PEERS.slice(0, 2)])
+    assert.deepEqual(world.saved, [{ heldSince: 1_000, holdsUntil: 13_000, termMs: 12_000, peers: PEERS }, { heldSince: 1_000, holdsUntil: 13_000, termMs: 12_000, peers: PEERS.slice(0, 2) }])
+  })
+
+  it('tells a peer it holds its lease only once it has held it a term without a break', () => {
+    const { lease, world } = keeper()
+    lease.take(grant(lease.request()))
+    assert.equal(lease.answersHolding(), false)
+    for (let at = 2_000; at <= 12_000; at += 2_000) {
+      world.now = at
+      lease.take(grant(lease.request()))
+    }
+    assert.equal(lease.answersHolding(), true)
+    world.now = 30_000
+    assert.equal(lease.answersHolding(), false, 'lapsed')
   })
 })

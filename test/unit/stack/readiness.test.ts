@@ -19,6 +19,8 @@ const HOST = {
   capacity: { vcpus: 16, memoryMiB: 8192 },
   reserved: { vcpus: 0, memoryMiB: 0 },
   liveVmms: 0,
+  lost: null,
+  lease: { state: 'held', grantedAt: '2026-11-27T00:00:01.000Z', heldUntil: '2026-11-27T00:00:08.000Z', fencedBy: null },
   cordonedAt: null,
   drain: null
 }
