@@ -138,7 +138,7 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary,
-    VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}`
+    ...(context.config.hostLeases ? { VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}` } : {})
   })
   return inHostNamespace(host, spec)
 }

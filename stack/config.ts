@@ -48,6 +48,7 @@ export function stackConfig (env: Env = process.env) {
       VMPLANE_API_TOKEN: optionalToken,
       VMPLANE_API_VIEWER_TOKEN: optionalToken,
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).optional(),
+      VMPLANE_HOST_LEASES: z.enum(['0', '1']).default('0'),
       // At least the first restart's delay (supervisor.ts).
       VMPLANE_MAX_RESTART_DELAY_MS: z.coerce.number().int().min(250).max(600_000).default(10_000)
     }).refine((settings) => settings.VMPLANE_TEMPORAL === 'dev' || settings.DATABASE_URL === undefined, {
@@ -93,6 +94,13 @@ export function stackConfig (env: Env = process.env) {
     apiToken: s.VMPLANE_API_TOKEN ?? null,
     viewerToken: s.VMPLANE_API_VIEWER_TOKEN ?? null,
     cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null,
+    /**
+     * Whether each host runs a watchdog and its agent keeps a lease (docs/design.md §17). Off by
+     * default for now: the grants go through the hosts' monitor workflows, and on a saturated
+     * machine (the benchmark's 50 creates in flight on two cores) they came too late, and a healthy
+     * host fenced itself.
+     */
+    hostLeases: s.VMPLANE_HOST_LEASES === '1',
     /**
      * The dev stack restarts a component that exited 250 ms later, twice as long each time it
      * exits again within 30 s, up to this. The fault tests, which kill components on purpose

@@ -143,7 +143,7 @@ export class DevStack {
       await attachHost(lan, host.netns, host.id, host.address)
       if (hypervisor.simulated) await writeStandInImages(host.imageDir)
       else await mkdir(host.imageDir, { recursive: true })
-      this.startComponent(watchdogSpec(context, host))
+      if (config.hostLeases) this.startComponent(watchdogSpec(context, host))
       this.startComponent(agentSpec(context, host, hypervisor, lan))
     }
     for (const api of this.apis) this.startComponent(apiSpec(context, api))
