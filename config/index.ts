@@ -246,7 +246,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
       VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
       VMPLANE_HOST_MEMORY_MIB: count.default(Math.floor(totalmem() / 1024 / 1024)),
-      VMPLANE_HEARTBEAT_SECONDS: seconds.default(2),
+      VMPLANE_HEARTBEAT_SECONDS: seconds.default(5),
       VMPLANE_POWER_BUTTON_INTERVAL_SECONDS: seconds.default(5),
       VMPLANE_VMM_CALL_TIMEOUT_SECONDS: seconds.default(5),
       VMPLANE_VMM_PING_SECONDS: seconds.default(10),

@@ -138,7 +138,8 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary,
-    ...(context.config.hostLeases ? { VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}` } : {})
+    // A lease's term (12 s) outlasts several heartbeats, each of which asks for it.
+    ...(context.config.hostLeases ? { VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}`, VMPLANE_HEARTBEAT_SECONDS: context.env.VMPLANE_HEARTBEAT_SECONDS ?? '2' } : {})
   })
   return inHostNamespace(host, spec)
 }
