@@ -60,7 +60,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
     ...createDrains(pool),
     ...createHostAgentCalls(agentCalls),
     ...createHostFencing(agentCalls),
-    ...createHostLeases({ ...agentCalls, lease: deps.settings.lease ?? DEFAULT_LEASE_SETTINGS }),
+    ...createHostLeases({ pool: agentCalls.pool, lease: deps.settings.lease ?? DEFAULT_LEASE_SETTINGS }),
     ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })
   }
 }

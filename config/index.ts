@@ -242,6 +242,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_MIGRATION_LISTEN: migrationListen.optional(),
       VMPLANE_AGENT_WATCHDOG: z.string().regex(/^(unix:)?\/[^\0]*$/, 'must be a device path (/dev/watchdog) or unix:<socket path>').optional(),
       VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(5),
+      VMPLANE_API_URL: z.url().optional(),
       VMPLANE_SERIAL_LOG_KIB: count.default(1024),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
       VMPLANE_HOST_VCPUS: count.default(cpus().length * 8),
@@ -252,6 +253,9 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_VMM_PING_SECONDS: seconds.default(10),
       VMPLANE_REPORT_RETRY_MAX_SECONDS: seconds.default(30),
       VMPLANE_FAULT_INJECTION: flag.default(false)
+    }).refine((v) => v.VMPLANE_AGENT_WATCHDOG === undefined || v.VMPLANE_API_URL !== undefined, {
+      path: ['VMPLANE_API_URL'],
+      message: "is required with VMPLANE_AGENT_WATCHDOG: the host renews its lease from the control plane's API"
     }),
     env
   )
@@ -282,6 +286,8 @@ export function agentConfig (env: Env = process.env) {
      * declared lost by itself.
      */
     watchdog: a.VMPLANE_AGENT_WATCHDOG === undefined ? null : { target: a.VMPLANE_AGENT_WATCHDOG, timeoutMs: a.VMPLANE_HOST_WATCHDOG_SECONDS * 1000 },
+    /** The control plane's API, from which a host with a watchdog renews its lease (PUT /v1/hosts/:id/lease). */
+    apiUrl: a.VMPLANE_API_URL ?? null,
     serialLogBytes: a.VMPLANE_SERIAL_LOG_KIB * 1024,
     cloudHypervisor: a.VMPLANE_CLOUD_HYPERVISOR,
     capacity: { vcpus: a.VMPLANE_HOST_VCPUS, memoryMiB: a.VMPLANE_HOST_MEMORY_MIB },

@@ -58,16 +58,14 @@ export interface HostRecordActivities {
   markHostUnreachable: (hostId: string, lastHeardAt: string | null) => Promise<void>
 }
 
-/** Whether a silent host was declared lost by its lease, and if not, in how long to judge again (null: not until it is heard). */
+/** Whether a host was declared lost by its lease, and if not, in how long to judge again (null: not until it is heard again). */
 export interface LeaseJudgement {
   lost: boolean
   judgeAgainInMs: number | null
 }
 
-/** A host's lease, as its monitor grants and judges it (activities/host-leases.ts, docs/design.md §17). */
+/** A host's lease, as its monitor judges it (activities/host-leases.ts, docs/design.md §17). */
 export interface HostLeaseActivities {
-  /** Grants the host its lease in answer to a heartbeat's request; whether its agent took it. */
-  grantLease: (hostId: string, request: NonNullable<HostAnnouncement['lease']>) => Promise<boolean>
   /** Declares the host lost if its lease's bound has passed while a majority of its peers held theirs. */
   judgeHostLease: (hostId: string) => Promise<LeaseJudgement>
 }

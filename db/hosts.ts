@@ -10,6 +10,7 @@
  * only an `unreachable` host back to `active`.
  */
 import type { HostAnnouncement, HostStatus } from '../domain/host.js'
+import type { LeaseRecord } from '../domain/host-lease.js'
 import type { HostRoom } from '../domain/placement.js'
 import { HOST_COLUMNS } from './rows.js'
 import type { PoolClient, Queryable } from './pool.js'
@@ -20,11 +21,15 @@ export async function lockHostStatus (tx: PoolClient, hostId: string): Promise<H
   return rows[0]?.status ?? null
 }
 
-/** Registers the host on its first heartbeat, or keeps it current; its status after. */
+/**
+ * Registers the host on its first heartbeat, or keeps it current; its status after. Whether it
+ * keeps a lease, and with which watchdog, is recorded from its heartbeat too, before its first
+ * renewal: placement takes a host that keeps one only while it holds it (docs/design.md §17).
+ */
 export async function upsertHostFromHeartbeat (tx: PoolClient, announcement: HostAnnouncement): Promise<HostStatus> {
   const { rows } = await tx.query(
-    `INSERT INTO hosts (id, agent_url, vcpus, memory_mib, last_heartbeat_at, agent_started_at, storage_gib)
-     VALUES ($1, $2, $3, $4, now(), $5, $6)
+    `INSERT INTO hosts (id, agent_url, vcpus, memory_mib, last_heartbeat_at, agent_started_at, storage_gib, lease_watchdog_ms)
+     VALUES ($1, $2, $3, $4, now(), $5, $6, $7)
      ON CONFLICT (id) DO UPDATE SET
        agent_url = EXCLUDED.agent_url,
        vcpus = EXCLUDED.vcpus,
@@ -32,6 +37,7 @@ export async function upsertHostFromHeartbeat (tx: PoolClient, announcement: Hos
        storage_gib = EXCLUDED.storage_gib,
        last_heartbeat_at = now(),
        agent_started_at = EXCLUDED.agent_started_at,
+       lease_watchdog_ms = EXCLUDED.lease_watchdog_ms,
        status = CASE WHEN hosts.status = 'unreachable' THEN 'active' ELSE hosts.status END,
        status_since = CASE WHEN hosts.status = 'unreachable' THEN now() ELSE hosts.status_since END
      RETURNING status`,
@@ -41,7 +47,8 @@ export async function upsertHostFromHeartbeat (tx: PoolClient, announcement: Hos
       announcement.capacity.vcpus,
       announcement.capacity.memoryMiB,
       announcement.agentStartedAt,
-      announcement.storageGiB ?? null
+      announcement.storageGiB ?? null,
+      announcement.lease?.watchdogMs ?? null
     ]
   )
   return rows[0].status
@@ -153,6 +160,11 @@ export interface LeaseRow {
   ackedGrantAt: number | null
   heldSince: number | null
   holdsUntil: number | null
+}
+
+/** The lease's record, as the rules read it (domain/host-lease.ts). */
+export function leaseRecordOf (row: LeaseRow): LeaseRecord {
+  return { grantedAt: row.grantedAt, ackedGrantAt: row.ackedGrantAt, heldSince: row.heldSince, holdsUntil: row.holdsUntil }
 }
 
 const LEASE_ROW = `(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms,
@@ -298,7 +310,7 @@ export async function uncordonHost (db: Queryable, hostId: string): Promise<{ dr
  * (`drain`, the row as JSON).
  */
 const HOST_VIEW_QUERY = `
-  SELECT ${HOST_COLUMNS}, h.cordoned_at, h.lost_by, h.lost_reason,
+  SELECT ${HOST_COLUMNS}, h.cordoned_at, h.lost_by, h.lost_reason, h.lease_watchdog_ms,
          ${LEASE_ROW},
          (SELECT count(*) FROM vmms v WHERE v.host_id = h.id AND v.state NOT IN ('destroyed', 'failed', 'lost'))::int AS live_vmms,
          (SELECT to_jsonb(d) FROM drains d WHERE d.host_id = h.id ORDER BY d.started_at DESC LIMIT 1) AS drain

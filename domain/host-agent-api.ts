@@ -12,8 +12,7 @@
  *   POST   /v1/vmms/:id/migration/cancel  kill a migration's target unless it has finished receiving
  *   POST   /v1/vmms/:id/migration/resume  resume a migration's source held paused: the target does not have the VM
  *   DELETE /v1/vmms/:id               kill the VMM process, wait for it, clean up (idempotent)
- *   PUT    /v1/lease                  the control plane's grant of the host's lease, answering a heartbeat (docs/design.md §17)
- *   GET    /v1/lease                  whether this host holds its lease: a peer whose own lapsed asks
+ *   GET    /v1/lease                  whether this host holds its lease: a peer whose own lapsed asks (docs/design.md §17)
  *   GET    /v1/strays                 VMM processes under the agent's directory that no record owns
  *   DELETE /v1/strays/:pid?startTime= kill one of them (404 `StrayNotFound` if it is not, or no longer, a stray)
  */
@@ -182,21 +181,6 @@ export const leasePeerSchema = z.strictObject({
   agentUrl: z.url()
 })
 export type LeasePeer = z.infer<typeof leasePeerSchema>
-
-/** The host's lease, granted in answer to the heartbeat `seq`, whose send the term runs from. */
-export const leaseGrantSchema = z.strictObject({
-  seq: z.number().int().positive(),
-  termMs: z.number().int().min(1_000).max(3_600_000),
-  /** The oldest heartbeat whose grant the agent may take, and how long it waits for its peers. */
-  grantMaxAgeMs: z.number().int().min(1).max(3_600_000),
-  peerAskMs: z.number().int().min(1).max(3_600_000),
-  /** Every other host registered when the lease was granted. */
-  peers: z.array(leasePeerSchema).max(10_000)
-})
-export type LeaseGrant = z.infer<typeof leaseGrantSchema>
-
-/** Whether the agent took the grant: it refuses one that answers a heartbeat sent too long ago. */
-export const leaseGrantAnswerSchema = z.strictObject({ taken: z.boolean() })
 
 /** A host's answer to a peer: whether it holds its lease now, on its own clock. */
 export const leaseStateSchema = z.strictObject({

@@ -3,10 +3,10 @@
  * control plane's lease records (activities/host-leases.ts) and of the agent's lease keeper
  * (host-agent/lease/). docs/design.md §17 has the argument, case by case, and the timing diagram.
  *
- * - The control plane grants a host its lease in answer to a heartbeat; the agent counts the term
- *   from when it sent that heartbeat, on its own clock, and takes a grant only if it comes within
+ * - The control plane grants a host its lease in answer to a renewal; the agent counts the term
+ *   from when it sent that renewal, on its own clock, and takes a grant only if it comes within
  *   `grantMaxAgeMs` of the send. So the agent's lease never outlasts the control plane's record
- *   of it, and the agent's acknowledgement (its answer to the grant) tells the control plane the
+ *   of it, and the agent's acknowledgement (named in its next renewal) tells the control plane the
  *   agent holds it at least until `coveredForMs` after the grant.
  * - The agent pets its host's watchdog only while it holds its lease, or while a majority of its
  *   peers answer that they do not hold theirs either (the control plane is down, not this host).
@@ -21,9 +21,9 @@
  */
 
 export interface LeaseSettings {
-  /** How long a grant holds, from the agent's heartbeat that asked for it. */
+  /** How long a grant holds, from the agent's renewal that asked for it. */
   termMs: number
-  /** The oldest heartbeat whose grant the agent still takes. */
+  /** The oldest renewal whose grant the agent still takes. */
   grantMaxAgeMs: number
   /** How long the host's watchdog waits for a pet before it fences the host. */
   watchdogMs: number
@@ -79,7 +79,7 @@ export function answersHolding (heldForMs: number | null, termMs: number): boole
 
 /**
  * For how long after a grant's issue (on the control plane's clock) an agent that acknowledged it
- * surely still holds its lease: the heartbeat that asked was sent at most `grantMaxAgeMs` before
+ * surely still holds its lease: the renewal that asked was sent at most `grantMaxAgeMs` before
  * the agent took the grant, and the term runs from that send.
  */
 export function coveredForMs (settings: LeaseSettings): number {
@@ -163,18 +163,18 @@ function peerSetsTheAgentMayHold<P extends { registeredAt: number }> (host: Leas
 
 /**
  * A host's lease as people see it (`GET /v1/hosts`): `none` (its agent keeps no lease), `held`
- * (surely held now), `expiring` (no longer surely held, its bound not passed: a partition that
- * heals now changes nothing), `expired` (the bound has passed: the host is surely fenced, and
+ * (surely held now), `expiring` (not surely held, its bound not passed: a partition that heals now
+ * changes nothing; a host not yet granted one shows this too), `expired` (the bound has passed: the host is surely fenced, and
  * declared lost once its peers allow), `fenced` (declared lost by its lease).
  */
 export const LEASE_STATES = ['none', 'held', 'expiring', 'expired', 'fenced'] as const
 export type LeaseState = (typeof LEASE_STATES)[number]
 
 export function leaseStateOf (
-  host: { now: number, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean },
+  host: { now: number, keepsLease: boolean, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean },
   settings: LeaseSettings
 ): { state: LeaseState, fencedBy: number | null } {
-  if (host.grantedAt === null) return { state: 'none', fencedBy: null }
+  if (host.grantedAt === null) return { state: host.keepsLease ? 'expiring' : 'none', fencedBy: null }
   const fencedBy = host.grantedAt + declareAfterMs(settings)
   if (host.lostByLease) return { state: 'fenced', fencedBy }
   if (host.holdsUntil !== null && host.now <= host.holdsUntil) return { state: 'held', fencedBy: null }

@@ -34,10 +34,10 @@ export interface HostAnnouncement {
   /** The base images in the host's image directory. */
   images?: HostImage[]
   /**
-   * The heartbeat's request for the host's lease (docs/design.md §17), from an agent that pets a
-   * watchdog set to `watchdogMs`; absent from one that keeps no lease.
+   * Present from an agent that keeps a lease (docs/design.md §17), renewed from the API, and pets a
+   * watchdog set to `watchdogMs`: its monitor judges the lease. Absent from one that keeps none.
    */
-  lease?: { seq: number, watchdogMs: number }
+  lease?: { watchdogMs: number }
 }
 
 export interface Host extends HostCapacity {

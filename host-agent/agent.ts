@@ -14,6 +14,7 @@ import { ImageResolver } from './images.js'
 import { AgentMetrics } from './metrics.js'
 import { LeaseKeeper } from './lease/lease-keeper.js'
 import { readSavedLease, saveLease } from './lease/lease-file.js'
+import { LeaseRenewal } from './lease/lease-renewal.js'
 import { askPeer } from './lease/peers.js'
 import { openWatchdog } from './lease/watchdog.js'
 import { Heartbeat } from './reports/heartbeat.js'
@@ -37,6 +38,8 @@ const API_READY_TIMEOUT_MS = 10_000
 const KILL_WAIT_MS = 10_000
 /** How often the lease keeper pets the watchdog or asks its peers: well inside any watchdog's timeout. */
 const LEASE_DECISION_MS = 1_000
+/** How often the lease is renewed: six times a default term (12 s), so that a few lost renewals cost nothing. */
+const LEASE_RENEW_MS = 2_000
 /** How long a started agent waits for its first grant before it fences (host-agent/lease/lease-keeper.ts). */
 const LEASE_STARTUP_GRACE_MS = 10_000
 
@@ -68,6 +71,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const metrics = new AgentMetrics(config.hostId)
   // Made once the supervisor is, which it fences; the supervisor asks it before every new VMM.
   let lease: LeaseKeeper | null = null
+  let renewal: LeaseRenewal | null = null
   const outbox = new ReportOutbox(
     { hostId: config.hostId, retryMaxMs: config.reportRetryMaxMs },
     async (report) => {
@@ -120,6 +124,11 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       log,
       await readSavedLease(config.stateDir, log)
     )
+    renewal = new LeaseRenewal(
+      { apiUrl: config.apiUrl!, hostId: config.hostId, token: config.token, watchdogMs: config.watchdog.timeoutMs, renewEveryMs: LEASE_RENEW_MS },
+      lease,
+      log
+    )
   }
   metrics.readFrom({
     vmmStates: () => supervisor.all().map((vmm) => vmm.record.state),
@@ -128,6 +137,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   })
   await supervisor.start()
   lease?.start()
+  renewal?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
 
@@ -149,7 +159,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       agentStartedAt: startedAt,
       storageGiB: config.storageGiB ?? await storage.capacityGiB(),
       images: await images.catalog(),
-      ...(lease === null || config.watchdog === null ? {} : { lease: { seq: lease.request(), watchdogMs: config.watchdog.timeoutMs } })
+      ...(config.watchdog === null ? {} : { lease: { watchdogMs: config.watchdog.timeoutMs } })
     }),
     config.heartbeatMs,
     async (announcement) => { await temporal.sendHeartbeat(announcement) },
@@ -163,6 +173,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     outbox,
     async close () {
       heartbeat.stop()
+      renewal?.stop()
       lease?.stop()
       await app.close()
       outbox.stop()

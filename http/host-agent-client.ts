@@ -18,7 +18,6 @@ import { z } from 'zod'
 import {
   agentErrorSchema,
   baseImageListSchema,
-  leaseGrantAnswerSchema,
   removedSchema,
   storageListingSchema,
   strayListSchema,
@@ -28,7 +27,6 @@ import {
   type BaseImage,
   type MigrationOfCall,
   type EnsureVmmRequest,
-  type LeaseGrant,
   type PowerButtonRequest,
   type SendMigrationRequest,
   type StorageListing,
@@ -104,11 +102,6 @@ export class HostAgentClient {
   /** Kills the VMM and waits for it; `null` when the agent has no record of it at all. */
   async destroyVmm (agentUrl: string, vmmId: string): Promise<VmmView | null> {
     return await unlessNotFound(this.call(agentUrl, 'DELETE', `/v1/vmms/${vmmId}`, undefined, vmmViewSchema), null)
-  }
-
-  /** Grants the host its lease; whether its agent took it (docs/design.md §17). */
-  async grantLease (agentUrl: string, grant: LeaseGrant): Promise<boolean> {
-    return (await this.call(agentUrl, 'PUT', '/v1/lease', grant, leaseGrantAnswerSchema)).taken
   }
 
   async listImages (agentUrl: string): Promise<BaseImage[]> {

@@ -138,8 +138,8 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary,
-    // A lease's term (12 s) outlasts several heartbeats, each of which asks for it.
-    ...(context.config.hostLeases ? { VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}`, VMPLANE_HEARTBEAT_SECONDS: context.env.VMPLANE_HEARTBEAT_SECONDS ?? '2' } : {})
+    // The API (or its HAProxy) listens on the root namespace's loopback too; the lease is renewed there.
+    ...(context.config.hostLeases ? { VMPLANE_AGENT_WATCHDOG: `unix:${host.watchdogSocket}`, VMPLANE_API_URL: `http://${lan.gateway}:${context.config.apiPort}` } : {})
   })
   return inHostNamespace(host, spec)
 }

@@ -132,8 +132,9 @@ export class DevStack {
       agentToken
     }
     for (const worker of this.workers) this.startComponent(workerSpec(context, worker))
-    // What the agents call in the root namespace, across the LAN: Temporal alone.
-    const lan = await ensureStackLan(paths.dataDir, [config.temporalPort])
+    // What the agents call in the root namespace, across the LAN: Temporal, and the API (or its
+    // HAProxy) for their leases.
+    const lan = await ensureStackLan(paths.dataDir, [config.temporalPort, config.apiPort])
     this.log(`the hosts are on ${lan.subnet} (${lan.netns}); the root namespace is ${lan.gateway} on it`)
     await this.removeLeftoverNetworks()
     this.hosts = planHosts(config, paths, lan)

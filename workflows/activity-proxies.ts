@@ -119,16 +119,6 @@ export const agents = persistent(growingSeries({
 }))
 
 /**
- * A grant of a host's lease: recorded, then sent to the host's agent, once. A grant that does not
- * get through is not tried again: the next heartbeat asks anew, and the agent would refuse a late
- * grant anyway (docs/design.md §17).
- */
-export const grants = proxyActivities<Activities>({
-  startToCloseTimeout: '5 seconds',
-  retry: { maximumAttempts: 1 }
-})
-
-/**
  * The reconciler's work: a whole host's inventory in one call, heartbeating as it runs. A pass
  * that keeps failing gives up; the next one, a period later, starts afresh.
  */

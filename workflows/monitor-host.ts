@@ -14,12 +14,13 @@
  * the VMMs that were fenced (I6), and `readmitHost` takes it back once none is left. A host its
  * lease declared lost fenced itself: it is taken back as soon as it is heard again with none left.
  *
- * The host's lease (docs/design.md §17, activities/host-leases.ts): each heartbeat that asks for
- * it is answered with a grant, and the lease is judged once its bound (`declareAfterMs`) has passed
- * since the last grant with no heartbeat since. The judgement declares the host lost when the rule
- * allows; otherwise it says when to judge again, or that nothing will change until the host is
- * heard. The wait for a heartbeat ends at the unreachable threshold or the judgement, whichever
- * comes first, each counted from when it was set (patch `host-leases`).
+ * The host's lease (docs/design.md §17, activities/host-leases.ts), which its agent renews from
+ * the API, not through this workflow: once a heartbeat says the host keeps one, the lease is
+ * judged when its bound (`declareAfterMs`) could first have passed, and then whenever the last
+ * judgement said to look again (for a held lease, the bound from its latest grant). The judgement
+ * declares the host lost when the rule allows, heartbeats or not. The wait for a heartbeat ends at
+ * the unreachable threshold or the judgement, whichever comes first, each counted from when it was
+ * set (patch `host-leases`).
  *
  * The history is kept short by continuing as new every 200 events (about four minutes of
  * heartbeats): a worker that loses the execution from its cache replays the whole history, and a
@@ -32,7 +33,7 @@ import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '.
 import type { MonitorHostInput } from '../contract/workflows.js'
 import type { HostAnnouncement } from '../domain/host.js'
 import { declareAfterMs } from '../domain/host-lease.js'
-import { agents, grants, reads, records } from './activity-proxies.js'
+import { agents, reads, records } from './activity-proxies.js'
 import { recordHostDeclaredLost } from './metrics.js'
 import { HEARTBEATS_NOT_SKIPPED_PATCH, HOST_LEASES_PATCH } from './patches.js'
 
@@ -73,13 +74,15 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
       recordHostDeclaredLost('operator')
     }
     if (action === 'readmit') await records.readmitHost(input.hostId)
+    // A judgement that has fallen due is made whatever woke the monitor: heartbeats that keep
+    // coming (from an agent that reaches Temporal but not the API) never put it off.
+    if (leases && judgeLeaseAt !== null && Date.now() >= judgeLeaseAt) {
+      const { lost, judgeAgainInMs } = await records.judgeHostLease(input.hostId)
+      if (lost) recordHostDeclaredLost('lease')
+      judgeLeaseAt = judgeAgainInMs === null ? null : Date.now() + judgeAgainInMs
+      if (!woken) continue
+    }
     if (!woken) {
-      if (leases && judgeLeaseAt !== null && Date.now() >= judgeLeaseAt) {
-        const { lost, judgeAgainInMs } = await records.judgeHostLease(input.hostId)
-        if (lost) recordHostDeclaredLost('lease')
-        judgeLeaseAt = judgeAgainInMs === null ? null : Date.now() + judgeAgainInMs
-        continue
-      }
       reachable = false
       await records.markHostUnreachable(input.hostId, heard === 0 ? null : new Date(heard).toISOString())
       continue
@@ -93,10 +96,10 @@ export async function monitorHost (input: MonitorHostInput): Promise<void> {
       await agents.fenceLostVmms(input.hostId)
       if (leases) await records.readmitHostLostByLease(input.hostId)
     }
-    if (leases && announcement.lease !== undefined && lease !== undefined) {
-      // The bound counts from the grant's record, which is after this moment: judging from here is never early.
+    if (leases && announcement.lease !== undefined && lease !== undefined && judgeLeaseAt === null) {
+      // No grant can be older than this judgement counts from: judging from here is never early,
+      // and the judgement says when to look again.
       judgeLeaseAt = Date.now() + declareAfterMs(lease)
-      await grants.grantLease(input.hostId, announcement.lease).catch(() => false)
     }
   }
   await continueAsNew<typeof monitorHost>({ hostId: input.hostId, lastAnnouncement: latest, operatorAction, judgeLeaseAt })

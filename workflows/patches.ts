@@ -116,9 +116,9 @@ export const PLACE_AND_BOOT_PATCH = 'place-and-boot'
 export const EARLY_REPORTS_PATCH = 'early-reports'
 
 /**
- * A host's monitor grants the host its lease in answer to each heartbeat that asks, and judges a
- * silent host's lease once its bound has passed, declaring the host lost when the rule allows
- * (issue 27, docs/design.md §17). Its wait for a heartbeat ends at whichever comes first, the
- * unreachable threshold or the judgement, each counted from when it was set.
+ * A host's monitor judges the lease of a host that keeps one (its agent renews it from the API)
+ * once its bound could have passed, and again when each judgement says, declaring the host lost
+ * when the rule allows (issue 27, docs/design.md §17). Its wait for a heartbeat ends at whichever
+ * comes first, the unreachable threshold or the judgement, each counted from when it was set.
  */
 export const HOST_LEASES_PATCH = 'host-leases'

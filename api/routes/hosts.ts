@@ -1,10 +1,16 @@
-/** `/v1/hosts`: the hypervisor hosts, their status and capacity; cordon, drain and uncordon. */
+/**
+ * `/v1/hosts`: the hypervisor hosts, their status and capacity; cordon, drain and uncordon; and,
+ * for the hosts' agents alone, the renewal of a host's lease.
+ */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
+import { leaseGrantSchema, leaseRenewalSchema } from '../../domain/host-lease-api.js'
+import type { LeaseSettings } from '../../domain/host-lease.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { idempotencyHeaders } from '../schemas/common.js'
 import { hostListSchema, hostParamsSchema, hostSchema } from '../schemas/hosts.js'
 import { createHostDrains } from '../services/host-drains.js'
+import { renewHostLease } from '../services/host-lease-renewals.js'
 
 const tags = ['hosts']
 
@@ -12,7 +18,7 @@ const drainBody = z.strictObject({
   concurrency: z.number().int().min(1).max(20).default(3).describe('migrations in flight at once')
 }).nullish()
 
-const routes: FastifyPluginAsyncZod = async (fastify) => {
+const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, opts) => {
   const drains = createHostDrains({ db: fastify.db, temporal: fastify.temporal, taskQueue: fastify.temporalConfig.taskQueue })
 
   async function host (id: string) {
@@ -55,6 +61,21 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }, async (request) => {
     await drains.uncordon(request.params.id)
     return await host(request.params.id)
+  })
+
+  fastify.put('/hosts/:id/lease', {
+    config: { hostsOnly: true },
+    schema: {
+      tags,
+      summary: "Renew the host's lease: its agent's call, with the agents' token (docs/design.md §17)",
+      params: hostParamsSchema,
+      body: leaseRenewalSchema,
+      response: { 200: leaseGrantSchema }
+    }
+  }, async (request) => {
+    const grant = await renewHostLease(fastify.db, request.params.id, request.body, opts.lease)
+    if (grant === null) throw new ApiProblem(404, 'Not Found', `host ${request.params.id} is not registered: its first heartbeat registers it`)
+    return grant
   })
 }
 

@@ -20,8 +20,8 @@ export const hostSchema = z.object({
     reason: z.string()
   }).nullable().describe('who declared the host lost, and why, while it is'),
   lease: z.object({
-    state: z.enum(LEASE_STATES).describe('none: its agent keeps no lease; held; expiring: no longer surely held, a partition healing now changes nothing; expired: the host is surely fenced; fenced: declared lost by its lease'),
-    grantedAt: z.string().nullable().describe('the last grant, answering a heartbeat'),
+    state: z.enum(LEASE_STATES).describe('none: its agent keeps no lease; held; expiring: not surely held (or not granted yet), a partition healing now changes nothing; expired: the host is surely fenced; fenced: declared lost by its lease'),
+    grantedAt: z.string().nullable().describe('the last grant, answering its agent\'s renewal'),
     heldUntil: z.string().nullable().describe('until when its agent surely holds it'),
     fencedBy: z.string().nullable().describe('once not held: when the host is surely fenced (its watchdog fired, every VMM killed)')
   }).describe("the host's lease from the control plane (docs/design.md §17)"),

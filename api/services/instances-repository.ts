@@ -101,7 +101,7 @@ function interfaceView (nic: InstanceInterface): InstanceView['interfaces'][numb
 function toHostView (row: Record<string, any>, leaseSettings: LeaseSettings): HostView {
   const { vcpus, memoryMiB, ...host } = toHost(row)
   const drain = row.drain as Record<string, any> | null
-  const lease = leaseStateOf({ now: row.now_ms, grantedAt: row.granted_ms, holdsUntil: row.holds_until_ms, lostByLease: row.status === 'lost' && row.lost_by === 'lease' }, leaseSettings)
+  const lease = leaseStateOf({ now: row.now_ms, keepsLease: row.lease_watchdog_ms !== null, grantedAt: row.granted_ms, holdsUntil: row.holds_until_ms, lostByLease: row.status === 'lost' && row.lost_by === 'lease' }, leaseSettings)
   const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
   return {
     ...host,

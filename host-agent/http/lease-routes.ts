@@ -1,11 +1,10 @@
 /**
- * The agent's routes for its host's lease (docs/design.md §17): the control plane's grant, in
- * answer to a heartbeat, and a peer's question whether this host holds its own (yes once held a
- * term without a break, host-agent/lease/lease-keeper.ts). An agent that
- * keeps no lease (no watchdog configured) takes no grant and answers that it holds none.
+ * The agent's route for its host's lease (docs/design.md §17): a peer's question whether this host
+ * holds its own (yes once held a term without a break, host-agent/lease/lease-keeper.ts). An agent
+ * that keeps no lease (no watchdog configured) answers that it holds none.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
-import { leaseGrantAnswerSchema, leaseGrantSchema, leaseStateSchema } from '../../domain/host-agent-api.js'
+import { leaseStateSchema } from '../../domain/host-agent-api.js'
 import type { LeaseKeeper } from '../lease/lease-keeper.js'
 
 export interface LeaseRouteOptions {
@@ -14,10 +13,6 @@ export interface LeaseRouteOptions {
 }
 
 export const leaseRoutes: FastifyPluginAsyncZod<LeaseRouteOptions> = async (app, { hostId, lease }) => {
-  app.put('/v1/lease', { schema: { body: leaseGrantSchema, response: { 200: leaseGrantAnswerSchema } } }, async (request) => {
-    return { taken: lease?.take(request.body) ?? false }
-  })
-
   app.get('/v1/lease', { schema: { response: { 200: leaseStateSchema } } }, async () => {
     return { hostId, holds: lease?.answersHolding() ?? false }
   })

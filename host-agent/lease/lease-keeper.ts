@@ -1,10 +1,10 @@
 /**
  * The agent's half of its host's lease (docs/design.md §17; the rules in domain/host-lease.ts).
  *
- * Each heartbeat asks for the lease under a sequence number, remembered with when it was sent on
- * this host's monotonic clock. The control plane answers with a grant for one of them; the term
- * runs from that send, and a grant that comes more than its `grantMaxAgeMs` after it is refused,
- * so the control plane never counts on a lease this agent does not hold.
+ * The agent renews its lease from the control plane's API (host-agent/lease/lease-renewal.ts); a
+ * grant's term runs from when the renewal that asked for it was sent, on this host's monotonic
+ * clock, and a grant that comes more than its `grantMaxAgeMs` after that send is refused, so the
+ * control plane never counts on a lease this agent does not hold.
  *
  * A peer asking whether this host holds its lease is told yes only once it has held it a term
  * without a break (`answersHolding`): after the control plane's recovery, a host slower to renew
@@ -27,7 +27,8 @@
  */
 import type { Logger } from 'pino'
 import { answersHolding, outageVouched, type PeerAnswer } from '../../domain/host-lease.js'
-import type { LeaseGrant, LeasePeer } from '../../domain/host-agent-api.js'
+import type { LeasePeer } from '../../domain/host-agent-api.js'
+import type { LeaseGrant } from '../../domain/host-lease-api.js'
 import { monotonicMs, type SavedLease } from './lease-file.js'
 
 export interface LeaseKeeperSettings {
@@ -48,14 +49,10 @@ export interface LeaseKeeperEffects {
   lapsed: () => void
 }
 
-/** How many heartbeats' send times are kept; a grant answers one of the latest. */
-const REMEMBERED_REQUESTS = 16
 /** How long peers are given to answer before the first grant says. */
 const FIRST_PEER_ASK_MS = 1_000
 
 export class LeaseKeeper {
-  readonly #sentAt = new Map<number, number>()
-  #nextSeq = 1
   /** Since when the lease has been held without a break, and until when it holds, on the host's monotonic clock; null before any grant. */
   #heldSince: number | null
   #holdsUntil: number | null
@@ -86,19 +83,15 @@ export class LeaseKeeper {
     this.#peers = kept?.peers ?? null
   }
 
-  /** A heartbeat's request for the lease: its sequence number, its send time remembered. */
-  request (): number {
-    const seq = this.#nextSeq++
-    this.#sentAt.set(seq, this.now())
-    this.#sentAt.delete(seq - REMEMBERED_REQUESTS)
-    return seq
+  /** This host's monotonic clock now, in ms: when a renewal is sent. */
+  clock (): number {
+    return this.now()
   }
 
-  /** Takes a grant if it answers a heartbeat sent at most `grantMaxAgeMs` ago; whether it did. */
-  take (grant: LeaseGrant): boolean {
-    const sentAt = this.#sentAt.get(grant.seq)
+  /** Takes a grant if it answers a renewal sent (on `clock()`) at most `grantMaxAgeMs` ago; whether it did. */
+  take (grant: LeaseGrant, sentAt: number): boolean {
     const now = this.now()
-    if (sentAt === undefined || now - sentAt > grant.grantMaxAgeMs) return false
+    if (now - sentAt > grant.grantMaxAgeMs) return false
     if (!this.holds()) this.#heldSince = now
     this.#holdsUntil = Math.max(this.#holdsUntil ?? 0, sentAt + grant.termMs)
     this.#termMs = grant.termMs

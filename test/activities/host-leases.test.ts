@@ -1,8 +1,9 @@
 /**
- * Hosts' leases as the control plane records and judges them (activities/host-leases.ts), against
- * a real PostgreSQL, an agent client double that takes or refuses grants, and a Temporal client
- * double that records the reports a declaration sends. The lease's settings are shrunk so that its
- * bound passes in a second; the rule itself is domain/host-lease.ts's, tested from tables.
+ * Hosts' leases as the control plane records and judges them: renewed as the API renews them
+ * (api/services/host-lease-renewals.ts) and judged as each host's monitor does
+ * (activities/host-leases.ts), against a real PostgreSQL and a Temporal client double that records
+ * the reports a declaration sends. The lease's settings are shrunk so that its bound passes in a
+ * second; the rule itself is domain/host-lease.ts's, tested from tables.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
@@ -10,13 +11,13 @@ import { after, before, describe, it } from 'node:test'
 import type { Client } from '@temporalio/client'
 import { MockActivityEnvironment } from '@temporalio/testing'
 import { createHostLeases } from '../../activities/host-leases.js'
+import { renewHostLease } from '../../api/services/host-lease-renewals.js'
 import type { LeaseJudgement } from '../../contract/activities.js'
 import { insertInstance } from '../../db/instances.js'
 import { inTransaction } from '../../db/pool.js'
-import type { LeaseGrant } from '../../domain/host-agent-api.js'
+import type { LeaseGrant } from '../../domain/host-lease-api.js'
 import { coveredForMs, declareAfterMs, type LeaseSettings } from '../../domain/host-lease.js'
 import type { VmmReport } from '../../domain/vmm.js'
-import type { HostAgentClient } from '../../http/host-agent-client.js'
 import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
 
 const LEASE: LeaseSettings = { termMs: 600, grantMaxAgeMs: 100, watchdogMs: 200, fenceMs: 50, peerAskMs: 50, clockRate: 0.01 }
@@ -39,20 +40,21 @@ describe('host leases (activities)', () => {
     }
   } as unknown as Client
 
-  /** The activities, with an agent that answers each grant as `takes` says, remembering what it was sent. */
-  function leases (takes: (hostId: string) => boolean | Error = () => true, sent: LeaseGrant[] = []) {
-    const client = {
-      grantLease: async (agentUrl: string, grant: LeaseGrant) => {
-        sent.push(grant)
-        const answer = takes(new URL(agentUrl).hostname)
-        if (answer instanceof Error) throw answer
-        return answer
-      }
-    } as unknown as HostAgentClient
-    const activities = createHostLeases({ pool: db.pool, client, unreachableAfterMs: 60_000, lease: LEASE })
+  /**
+   * Renewals as each host's agent sends them, each acknowledging the grant before it, and the
+   * judgement as the host's monitor runs it.
+   */
+  function leases () {
+    const took = new Map<string, number>()
+    const activities = createHostLeases({ pool: db.pool, lease: LEASE })
     const env = new MockActivityEnvironment({ taskQueue: 'leases-test' }, { client: temporal })
     return {
-      grant: async (hostId: string, seq = 1) => await env.run(async () => await activities.grantLease(hostId, { seq, watchdogMs: LEASE.watchdogMs })),
+      grant: async (hostId: string, acknowledge: number | null = took.get(hostId) ?? null): Promise<LeaseGrant> => {
+        const grant = await renewHostLease(db.pool, hostId, { watchdogMs: LEASE.watchdogMs, took: acknowledge }, LEASE)
+        assert.ok(grant !== null, `${hostId} is registered`)
+        took.set(hostId, grant.grantedAt)
+        return grant
+      },
       judge: async (hostId: string): Promise<LeaseJudgement> => await env.run(async () => await activities.judgeHostLease(hostId))
     }
   }
@@ -84,33 +86,45 @@ describe('host leases (activities)', () => {
     }
   }
 
-  it('records each grant before it is sent, naming every other host as a peer, and from the agent\'s taking it, until when it surely holds', async () => {
+  it('records each grant before answering it, naming every other host as a peer, and from its acknowledgement, until when the agent surely holds it', async () => {
     await host('lease-a')
     await host('lease-b')
-    const sent: LeaseGrant[] = []
-    assert.equal(await leases(() => true, sent).grant('lease-a', 7), true)
-    assert.deepEqual({ ...sent[0], peers: sent[0]!.peers.filter((p) => p.hostId === 'lease-b') }, {
-      seq: 7, termMs: LEASE.termMs, grantMaxAgeMs: LEASE.grantMaxAgeMs, peerAskMs: LEASE.peerAskMs, peers: [{ hostId: 'lease-b', agentUrl: 'http://lease-b:7301' }]
+    const activities = leases()
+    const first = await activities.grant('lease-a')
+    assert.deepEqual({ ...first, grantedAt: 0, peers: first.peers.filter((p) => p.hostId === 'lease-b') }, {
+      grantedAt: 0, termMs: LEASE.termMs, grantMaxAgeMs: LEASE.grantMaxAgeMs, peerAskMs: LEASE.peerAskMs, peers: [{ hostId: 'lease-b', agentUrl: 'http://lease-b:7301' }]
     })
-    assert.ok(!sent[0]!.peers.some((p) => p.hostId === 'lease-a'), 'never itself')
+    assert.ok(!first.peers.some((p) => p.hostId === 'lease-a'), 'never itself')
+    assert.equal((await leaseRow('lease-a')).granted, first.grantedAt)
+    assert.equal((await leaseRow('lease-a')).holds_until, null, 'not acknowledged yet')
+    const second = await activities.grant('lease-a')
     const row = await leaseRow('lease-a')
+    assert.equal(row.granted, second.grantedAt)
     assert.equal(row.lease_watchdog_ms, LEASE.watchdogMs)
-    assert.ok(Math.abs(row.holds_until - row.granted - coveredForMs(LEASE)) < 1, `held until ${row.holds_until - row.granted} ms after the grant`)
-    assert.ok(row.held_since >= row.granted)
+    assert.ok(Math.abs(row.holds_until - first.grantedAt - coveredForMs(LEASE)) < 1, `held until ${row.holds_until - first.grantedAt} ms after the grant acknowledged`)
+    assert.ok(row.held_since >= first.grantedAt)
   })
 
-  it('records a grant its agent refused or never answered, and counts no holding from it', async () => {
+  it('counts no holding from a grant never acknowledged, nor from the acknowledgement of one it never made', async () => {
     await host('lease-c')
-    assert.equal(await leases(() => false).grant('lease-c'), false)
-    assert.equal(await leases(() => new Error('connect ECONNREFUSED')).grant('lease-c'), false)
+    const activities = leases()
+    const grant = await activities.grant('lease-c', null)
+    await activities.grant('lease-c', grant.grantedAt + 60_000)
     const row = await leaseRow('lease-c')
     assert.notEqual(row.granted, null)
     assert.equal(row.holds_until, null)
   })
 
+  it('renews no lease of a host not registered', async () => {
+    assert.equal(await renewHostLease(db.pool, 'lease-unknown', { watchdogMs: LEASE.watchdogMs, took: null }, LEASE), null)
+  })
+
   it('declares a silent host lost once its bound has passed while its peers held theirs, with the reason, and tells each instance', async () => {
     for (const id of ['lease-d', 'lease-e', 'lease-f']) await host(id)
     const activities = leases()
+    // Renewed twice: the second acknowledges the first. Without an acknowledged grant, the
+    // peers the agent asks could be any (domain/host-lease.ts), and no majority holds against it.
+    await activities.grant('lease-d')
     await activities.grant('lease-d')
     const vmms = [await runningOn('lease-d'), await runningOn('lease-d')]
     const early = await activities.judge('lease-d')

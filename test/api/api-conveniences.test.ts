@@ -2,7 +2,8 @@
  * The API's conveniences for people and scripts: `?wait=` holds the answer until the operation
  * ends; tokens have roles (a viewer reads, an operator acts; a viewer that tries to act gets 403,
  * where a missing or wrong token gets 401: bad-input.test.ts); each token has its own rate limit,
- * answered with 429 and `Retry-After`, changing nothing.
+ * answered with 429 and `Retry-After`, changing nothing; the host agents' token renews a host's lease
+ * and nothing else, and nobody else renews one.
  *
  * The API runs in process over a real PostgreSQL, with a stub in Temporal's place
  * (helpers/temporal-stub.ts). The instances' executions are played by writing the rows they
@@ -21,6 +22,7 @@ import { TemporalStub } from '../helpers/temporal-stub.js'
 
 /** Low enough to reach in a test, high enough for the requests before it. */
 const RATE_LIMIT = 40
+const AGENT_TOKEN = 'agent-token-for-inject-tests'
 
 function newInstance (name: string) {
   return { name, vcpus: 1, memoryMiB: 256, boot: { kernel: 'vmlinux' } }
@@ -31,12 +33,12 @@ describe('API conveniences', { timeout: 2 * 60_000 }, () => {
   const temporal = new TemporalStub()
 
   before(async () => {
-    api = await startInProcessApi({ temporal, env: { VMPLANE_API_RATE_LIMIT: String(RATE_LIMIT) } })
+    api = await startInProcessApi({ temporal, env: { VMPLANE_API_RATE_LIMIT: String(RATE_LIMIT), VMPLANE_AGENT_TOKEN: AGENT_TOKEN } })
     await insertHost(api.database.pool, 'host-1')
   })
   after(async () => { await api?.stop() })
 
-  async function send (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: Record<string, unknown>, headers: Record<string, string> = {}, token = OPERATOR_TOKEN): Promise<LightMyRequestResponse> {
+  async function send (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: Record<string, unknown>, headers: Record<string, string> = {}, token = OPERATOR_TOKEN): Promise<LightMyRequestResponse> {
     return await api.server.inject({ method, url, headers: { authorization: `Bearer ${token}`, ...headers }, ...(payload === undefined ? {} : { payload }) })
   }
 
@@ -131,6 +133,34 @@ describe('API conveniences', { timeout: 2 * 60_000 }, () => {
     assert.equal(after.find((i) => i.id === target.id)?.state, 'stopped')
     assert.equal(after.some((i) => i.name === 'by-viewer'), false)
     assert.equal(temporal.calls.length, count, 'nothing was sent to Temporal')
+  })
+
+  it('the host agents\' token renews a host\'s lease, acknowledging its last grant, and may do nothing else; no other token renews one', async () => {
+    const renewal = { watchdogMs: 5000, took: null }
+    const first = await send('PUT', '/v1/hosts/host-1/lease', renewal, {}, AGENT_TOKEN)
+    assert.equal(first.statusCode, 200, first.body)
+    assert.deepEqual(Object.keys(first.json()).sort(), ['grantMaxAgeMs', 'grantedAt', 'peerAskMs', 'peers', 'termMs'])
+    const second = await send('PUT', '/v1/hosts/host-1/lease', { ...renewal, took: first.json().grantedAt }, {}, AGENT_TOKEN)
+    assert.equal(second.statusCode, 200, second.body)
+    assert.ok(second.json().grantedAt > first.json().grantedAt)
+    const held = await send('GET', '/v1/hosts/host-1')
+    assert.equal(held.json().lease.state, 'held', held.body)
+
+    assert.equal((await send('PUT', '/v1/hosts/host-9/lease', renewal, {}, AGENT_TOKEN)).statusCode, 404)
+    const bad = await send('PUT', '/v1/hosts/host-1/lease', { watchdogMs: -1, took: 'yesterday' }, {}, AGENT_TOKEN)
+    assert.equal(bad.statusCode, 400)
+    assert.match(bad.json().detail, /watchdogMs/)
+    for (const token of [OPERATOR_TOKEN, VIEWER_TOKEN]) {
+      const refused = await send('PUT', '/v1/hosts/host-1/lease', renewal, {}, token)
+      assert.equal(refused.statusCode, 403, refused.body)
+      assert.match(refused.json().detail, /host agents' own: it needs their token/)
+    }
+    for (const [method, url] of [['GET', '/v1/instances'], ['POST', '/v1/hosts/host-1/cordon']] as const) {
+      const refused = await send(method, url, undefined, {}, AGENT_TOKEN)
+      assert.equal(refused.statusCode, 403, refused.body)
+      assert.match(refused.json().detail, /agents' token may only renew a host's lease/)
+    }
+    assert.equal((await send('GET', '/v1/hosts/host-1')).json().cordonedAt, null, 'the refused cordon changed nothing')
   })
 
   it('over its rate limit, a token gets 429 with Retry-After, the request changes nothing, and other tokens go on', async () => {

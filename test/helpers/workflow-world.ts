@@ -329,7 +329,6 @@ export class WorkflowWorld {
         this.lostHosts.delete(hostId)
         return true
       },
-      grantLease: async (hostId: string, request: { seq: number }) => { this.hostActions.push(`grant ${hostId} ${request.seq}`); return true },
       // As activities/host-leases.ts: a judgement that finds the host lost declares it, by its lease.
       judgeHostLease: async (hostId: string): Promise<LeaseJudgement> => {
         const judgement = this.leaseJudgements.get(hostId)?.shift() ?? { lost: false, judgeAgainInMs: null }

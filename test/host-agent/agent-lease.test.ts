@@ -1,8 +1,11 @@
 /**
  * A real agent holding its host's lease, beside a real host watchdog process (docs/design.md §17):
- * no new VMM without the lease; a lapsed lease fences the host unless a majority of its peers
- * vouch for an outage; a frozen agent is fenced by its watchdog; each VMM killed so is recorded
- * `fenced`. The control plane's grants are the test's own, made as the worker would make them.
+ * it renews the lease from the control plane's API and acknowledges each grant it took; it takes no
+ * new VMM without the lease; a lapsed lease fences the host unless a majority of its peers vouch for
+ * an outage; a frozen agent is fenced by its watchdog; each VMM killed so is recorded `fenced`. The
+ * API's lease route is the test's own (`PUT /v1/hosts/:id/lease`), answering as the test says, with
+ * grants shaped as the API makes them (api/services/host-lease-renewals.ts, tested on PostgreSQL in
+ * test/activities/host-leases.test.ts).
  */
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -10,37 +13,60 @@ import { createWriteStream } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join } from 'node:path'
 import { after, afterEach, before, describe, it } from 'node:test'
-import type { HostAnnouncement } from '../../domain/host.js'
 import type { LeasePeer, VmmView } from '../../domain/host-agent-api.js'
-import { hostWorkflowId } from '../../domain/ids.js'
+import type { LeaseGrant, LeaseRenewal } from '../../domain/host-lease-api.js'
 import { WATCHDOG_ENTRY } from '../../stack/components.js'
 import { waitUntil } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import { freePorts } from '../helpers/launcher.js'
-import { TestAgent } from './helpers/agent.js'
-import { buildSimulator, processExists, tempDir } from './helpers/simulator.js'
-import { TestTemporal } from './helpers/temporal.js'
+import { TestAgent, TOKEN } from './helpers/agent.js'
+import { buildSimulator, processExists } from './helpers/simulator.js'
 
 const TERM_MS = 3_000
+const GRANT_MAX_AGE_MS = 1_000
 const WATCHDOG_SECONDS = 2
 
 let agent: TestAgent
 let watchdog: ChildProcess | null = null
-let granting: NodeJS.Timeout | null = null
 
-// A Temporal for the agents' heartbeats to reach: the test grants the lease to the latest, as the
-// host's monitor would.
-let dir: { dir: string, remove: () => Promise<void> }
-let temporal: TestTemporal
+/** The API's lease route as the test's: grants while `granting`, after `delayMs`; every renewal kept. */
+const api = {
+  granting: false,
+  delayMs: 0,
+  peers: [] as LeasePeer[],
+  renewals: [] as Array<{ hostId: string, authorized: boolean, body: LeaseRenewal }>,
+  grants: [] as number[],
+  server: null as Server | null,
+  url: ''
+}
+
 before(async () => {
   await buildSimulator()
-  dir = await tempDir('vmp-lease-')
-  temporal = await TestTemporal.start(dir.dir)
+  const port = await freePorts(1)
+  api.server = createServer((request, response) => {
+    let text = ''
+    request.on('data', (chunk: Buffer) => { text += chunk.toString() })
+    request.on('end', () => {
+      const hostId = /^\/v1\/hosts\/([^/]+)\/lease$/.exec(request.url ?? '')?.[1] ?? ''
+      api.renewals.push({ hostId, authorized: request.headers.authorization === `Bearer ${TOKEN}`, body: JSON.parse(text) })
+      if (!api.granting) {
+        response.statusCode = 503
+        response.end()
+        return
+      }
+      const grantedAt = Date.now() + api.grants.length / 1000
+      api.grants.push(grantedAt)
+      const grant: LeaseGrant = { grantedAt, termMs: TERM_MS, grantMaxAgeMs: GRANT_MAX_AGE_MS, peerAskMs: 500, peers: api.peers }
+      setTimeout(() => {
+        response.setHeader('content-type', 'application/json')
+        response.end(JSON.stringify(grant))
+      }, api.delayMs)
+    })
+  })
+  await new Promise<void>((resolve) => api.server!.listen(port, '127.0.0.1', resolve))
+  api.url = `http://127.0.0.1:${port}`
 })
-after(async () => {
-  await temporal?.kill()
-  await dir?.remove()
-})
+after(() => { api.server?.close() })
 afterEach(async () => {
   stopGranting()
   watchdog?.kill('SIGTERM')
@@ -66,36 +92,22 @@ async function startWatchdog (socketPath: string): Promise<void> {
   watchdog.stderr!.pipe(log)
 }
 
-/** A grant for the heartbeat `seq`, as the worker sends it; whether the agent took it. */
-async function grant (seq: number, peers: LeasePeer[] = [], to: TestAgent = agent): Promise<boolean> {
-  const answer = await to.request<{ taken: boolean }>('PUT', '/v1/lease', { seq, termMs: TERM_MS, grantMaxAgeMs: 1_000, peerAskMs: 500, peers })
-  assert.equal(answer.status, 200, JSON.stringify(answer.body))
-  return answer.body.taken
-}
-
-/** The lease request of the agent's latest heartbeat, as its host's monitor receives it. */
-async function latestRequest (): Promise<number | null> {
-  const heartbeats = (await temporal.signals(hostWorkflowId('host-test')).catch(() => [])).filter((signal) => signal.name === 'hostHeartbeat')
-  return (heartbeats.at(-1)?.args[0] as HostAnnouncement | undefined)?.lease?.seq ?? null
-}
-
-/** Grants the lease in answer to the agent's heartbeats as they come, every 200 ms, as its host's monitor would. */
+/** Grants the agent's renewals from now on, naming `peers`, until it holds its lease. */
 async function keepGranting (peers: LeasePeer[] = []): Promise<void> {
-  const to = agent
-  let granted = 0
-  const grantLatest = async (): Promise<boolean> => {
-    const seq = await latestRequest()
-    if (seq === null || seq === granted) return false
-    granted = seq
-    return await grant(seq, peers, to)
-  }
-  await waitUntil('the agent to take a grant for its latest heartbeat', grantLatest, { timeoutMs: 15_000, intervalMs: 100 })
-  granting = setInterval(() => { grantLatest().catch(() => {}) }, 200)
+  api.peers = peers
+  api.granting = true
+  await waitUntil('the agent to take a grant', leaseHeld, { timeoutMs: 15_000, intervalMs: 100 })
 }
 
 function stopGranting (): void {
-  if (granting !== null) clearInterval(granting)
-  granting = null
+  api.granting = false
+  api.delayMs = 0
+}
+
+/** Whether the agent says, in its metrics, that it holds its lease now. */
+async function leaseHeld (): Promise<boolean> {
+  const metrics = await fetch(`${agent.url}/metrics`).then(async (response) => await response.text())
+  return /^vmplane_agent_lease_held\S* 1$/m.test(metrics)
 }
 
 async function holds (): Promise<boolean> {
@@ -115,7 +127,9 @@ async function peer (hostId: string, answer: () => boolean): Promise<{ peer: Lea
 
 /** A new agent that pets a watchdog (not started yet), and the socket the watchdog is to listen on. */
 async function started (): Promise<{ socket: string }> {
-  agent = await TestAgent.create({ watchdogSeconds: WATCHDOG_SECONDS, temporalAddress: temporal.address })
+  api.renewals.length = 0
+  api.grants.length = 0
+  agent = await TestAgent.create({ lease: { watchdogSeconds: WATCHDOG_SECONDS, apiUrl: api.url } })
   return { socket: agent.watchdogSocket }
 }
 
@@ -137,13 +151,27 @@ describe('the host lease, on a real agent and watchdog', () => {
     await waitUntil('the agent to tell peers it holds its lease', holds, { timeoutMs: TERM_MS + 2_000 })
   })
 
-  it('refuses a grant for a heartbeat it never sent, or sent too long ago', async () => {
+  it('renews with its token and its watchdog\'s timeout, acknowledging each grant it took in its next renewal', async () => {
     const { socket } = await started()
     await startWatchdog(socket)
     await agent.start()
-    assert.equal(await grant(1_000_000), false)
-    await new Promise((resolve) => setTimeout(resolve, 1_200))
-    assert.equal(await grant(1), false, 'the first heartbeat went out more than a second ago')
+    await keepGranting()
+    await waitUntil('a renewal acknowledging a grant', async () => api.renewals.some((r) => r.body.took !== null), { timeoutMs: 10_000 })
+    for (const renewal of api.renewals) {
+      assert.deepEqual([renewal.hostId, renewal.authorized, renewal.body.watchdogMs], ['host-test', true, WATCHDOG_SECONDS * 1000])
+      assert.ok(renewal.body.took === null || api.grants.includes(renewal.body.took), `took ${renewal.body.took}: a grant the API made`)
+    }
+  })
+
+  it('refuses a grant that comes later than its age allows after the renewal was sent', async () => {
+    const { socket } = await started()
+    await startWatchdog(socket)
+    api.delayMs = GRANT_MAX_AGE_MS + 300
+    api.granting = true
+    await agent.start()
+    await waitUntil('three renewals answered late', async () => api.grants.length >= 3, { timeoutMs: 15_000 })
+    assert.equal(await leaseHeld(), false)
+    assert.equal(await holds(), false)
   })
 
   it('fences its host when its lease lapses and no peer answers: every VMM killed, recorded fenced; no watchdog needed', async () => {

@@ -36,8 +36,11 @@ export interface AgentOptions {
   env?: Record<string, string>
   /** How far the agent's clock (and its children's) runs ahead of the test's; negative: behind. */
   clockOffsetSeconds?: number
-  /** Makes the agent keep a lease and pet a watchdog of this timeout at `watchdogSocket` (started by the test). */
-  watchdogSeconds?: number
+  /**
+   * Makes the agent keep a lease, renewed from `apiUrl`, and pet a watchdog of `watchdogSeconds`
+   * at `watchdogSocket` (both started by the test).
+   */
+  lease?: { watchdogSeconds: number, apiUrl: string }
 }
 
 export interface ApiResponse<T = unknown> {
@@ -97,7 +100,7 @@ export class TestAgent {
       VMPLANE_REPORT_RETRY_MAX_SECONDS: '0.5',
       VMPLANE_LOG_LEVEL: 'debug',
       ...options.clockOffsetSeconds === undefined ? {} : await skewedClock(options.clockOffsetSeconds),
-      ...options.watchdogSeconds === undefined ? {} : { VMPLANE_AGENT_WATCHDOG: `unix:${join(root, 'watchdog.sock')}`, VMPLANE_HOST_WATCHDOG_SECONDS: String(options.watchdogSeconds) },
+      ...options.lease === undefined ? {} : { VMPLANE_AGENT_WATCHDOG: `unix:${join(root, 'watchdog.sock')}`, VMPLANE_HOST_WATCHDOG_SECONDS: String(options.lease.watchdogSeconds), VMPLANE_API_URL: options.lease.apiUrl },
       ...options.env
     }
     await mkdir(OUTPUT_DIR, { recursive: true })

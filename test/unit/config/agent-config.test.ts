@@ -1,4 +1,4 @@
-/** The agent's migration transport setting, as config/index.ts validates it. */
+/** The agent's migration transport and lease settings, as config/index.ts validates them. */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { agentConfig, ConfigError } from '../../../config/index.js'
@@ -30,5 +30,21 @@ describe('agentConfig: VMPLANE_MIGRATION_LISTEN', () => {
       assert.throws(() => agentConfig({ ...BASE, VMPLANE_MIGRATION_LISTEN: value }), (err: Error) =>
         err instanceof ConfigError && /VMPLANE_MIGRATION_LISTEN: must be unix:<absolute directory> or tcp:/.test(err.message), value)
     }
+  })
+})
+
+describe('agentConfig: the lease (VMPLANE_AGENT_WATCHDOG, VMPLANE_API_URL)', () => {
+  it('keeps no lease without a watchdog', () => {
+    assert.deepEqual([agentConfig(BASE).watchdog, agentConfig(BASE).apiUrl], [null, null])
+  })
+
+  it('keeps one with a watchdog, renewed from the API', () => {
+    const config = agentConfig({ ...BASE, VMPLANE_AGENT_WATCHDOG: '/dev/watchdog', VMPLANE_API_URL: 'http://10.0.0.1:8080' })
+    assert.deepEqual([config.watchdog, config.apiUrl], [{ target: '/dev/watchdog', timeoutMs: 5_000 }, 'http://10.0.0.1:8080'])
+  })
+
+  it('refuses a watchdog without the API to renew the lease from, naming the variable', () => {
+    assert.throws(() => agentConfig({ ...BASE, VMPLANE_AGENT_WATCHDOG: '/dev/watchdog' }), (err: Error) =>
+      err instanceof ConfigError && /VMPLANE_API_URL: is required with VMPLANE_AGENT_WATCHDOG/.test(err.message))
   })
 })

@@ -174,13 +174,14 @@ describe('outageVouched', () => {
 describe('leaseStateOf', () => {
   const grantedAt = 100_000
   const fencedBy = grantedAt + declareAfterMs(S)
-  const cases: Array<[string, { now: number, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean }, ReturnType<typeof leaseStateOf>]> = [
-    ['an agent that keeps no lease', { now: grantedAt, grantedAt: null, holdsUntil: null, lostByLease: false }, { state: 'none', fencedBy: null }],
-    ['surely held', { now: grantedAt + 1_000, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'held', fencedBy: null }],
-    ['no longer surely held, its bound ahead', { now: grantedAt + coveredForMs(S) + 1, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expiring', fencedBy }],
-    ['granted but never acknowledged', { now: grantedAt + 10, grantedAt, holdsUntil: null, lostByLease: false }, { state: 'expiring', fencedBy }],
-    ['past its bound: surely fenced', { now: fencedBy, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expired', fencedBy }],
-    ['declared lost by its lease', { now: fencedBy + 5_000, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: true }, { state: 'fenced', fencedBy }]
+  const cases: Array<[string, { now: number, keepsLease: boolean, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean }, ReturnType<typeof leaseStateOf>]> = [
+    ['an agent that keeps no lease', { now: grantedAt, keepsLease: false, grantedAt: null, holdsUntil: null, lostByLease: false }, { state: 'none', fencedBy: null }],
+    ['an agent that keeps one, not granted yet', { now: grantedAt, keepsLease: true, grantedAt: null, holdsUntil: null, lostByLease: false }, { state: 'expiring', fencedBy: null }],
+    ['surely held', { now: grantedAt + 1_000, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'held', fencedBy: null }],
+    ['no longer surely held, its bound ahead', { now: grantedAt + coveredForMs(S) + 1, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expiring', fencedBy }],
+    ['granted but never acknowledged', { now: grantedAt + 10, keepsLease: true, grantedAt, holdsUntil: null, lostByLease: false }, { state: 'expiring', fencedBy }],
+    ['past its bound: surely fenced', { now: fencedBy, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expired', fencedBy }],
+    ['declared lost by its lease', { now: fencedBy + 5_000, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: true }, { state: 'fenced', fencedBy }]
   ]
   for (const [name, host, expected] of cases) {
     it(name, () => { assert.deepEqual(leaseStateOf(host, S), expected) })

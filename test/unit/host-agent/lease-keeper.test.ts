@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import pino from 'pino'
-import type { LeaseGrant, LeasePeer } from '../../../domain/host-agent-api.js'
+import type { LeasePeer } from '../../../domain/host-agent-api.js'
+import type { LeaseGrant } from '../../../domain/host-lease-api.js'
 import type { PeerAnswer } from '../../../domain/host-lease.js'
 import type { SavedLease } from '../../../host-agent/lease/lease-file.js'
 import { LeaseKeeper } from '../../../host-agent/lease/lease-keeper.js'
@@ -42,16 +43,16 @@ function keeper (options: { kept?: SavedLease, answers?: Record<string, PeerAnsw
   return { lease, world }
 }
 
-function grant (seq: number, peers: LeasePeer[] = PEERS): LeaseGrant {
-  return { seq, termMs: 12_000, grantMaxAgeMs: 4_000, peerAskMs: 1_000, peers }
+function grant (peers: LeasePeer[] = PEERS): LeaseGrant {
+  return { grantedAt: 1_764_400_000_000, termMs: 12_000, grantMaxAgeMs: 4_000, peerAskMs: 1_000, peers }
 }
 
 describe('LeaseKeeper', () => {
-  it('takes a grant for a heartbeat sent within its age, and holds the term from that send', async () => {
+  it('takes a grant for a renewal sent within its age, and holds the term from that send', async () => {
     const { lease, world } = keeper()
-    const seq = lease.request()
+    const sentAt = lease.clock()
     world.now = 3_000
-    assert.equal(lease.take(grant(seq)), true)
+    assert.equal(lease.take(grant(), sentAt), true)
     assert.equal(lease.holds(), true)
     world.now = 11_999
     assert.equal(lease.holds(), true)
@@ -61,29 +62,28 @@ describe('LeaseKeeper', () => {
     assert.equal(world.lapses, 0, 'not held at any decision before: no lapse')
   })
 
-  it('refuses a grant that comes too late, or answers no heartbeat it sent', () => {
+  it('refuses a grant that comes too late', () => {
     const { lease, world } = keeper()
-    const seq = lease.request()
+    const sentAt = lease.clock()
     world.now = 4_001
-    assert.equal(lease.take(grant(seq)), false)
-    assert.equal(lease.take(grant(seq + 1)), false)
+    assert.equal(lease.take(grant(), sentAt), false)
     assert.equal(lease.holds(), false)
   })
 
-  it('never shortens the lease for a grant of an older heartbeat taken later', () => {
+  it('never shortens the lease for a grant of an older renewal taken later', () => {
     const { lease, world } = keeper()
-    const first = lease.request()
+    const first = lease.clock()
     world.now = 1_000
-    const second = lease.request()
-    lease.take(grant(second))
-    lease.take(grant(first))
+    const second = lease.clock()
+    lease.take(grant(), second)
+    lease.take(grant(), first)
     world.now = 12_500
     assert.equal(lease.holds(), true)
   })
 
   it('pets as it takes a grant, and at each decision while it holds the lease, asking nobody', async () => {
     const { lease, world } = keeper()
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     assert.equal(world.pets, 1)
     await lease.decide()
     assert.deepEqual([world.pets, world.asked, world.fences.length], [2, 0, 0])
@@ -91,7 +91,7 @@ describe('LeaseKeeper', () => {
 
   it('lapsed, with a majority of peers not holding theirs either (the control plane is down): pets, fences nothing', async () => {
     const { lease, world } = keeper({ answers: { 'host-2': false, 'host-3': false, 'host-4': null } })
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     world.now = 20_000
     world.pets = 0
     await lease.decide()
@@ -101,7 +101,7 @@ describe('LeaseKeeper', () => {
 
   it('lapsed, with its peers holding theirs (this host is the one cut off): fences once, and does not pet', async () => {
     const { lease, world } = keeper({ answers: { 'host-2': true, 'host-3': true, 'host-4': false } })
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     world.now = 20_000
     world.pets = 0
     await lease.decide()
@@ -113,7 +113,7 @@ describe('LeaseKeeper', () => {
 
   it('lapsed, reaching no peer: fences', async () => {
     const { lease, world } = keeper()
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     await lease.decide()
     world.now = 20_000
     world.pets = 0
@@ -123,12 +123,12 @@ describe('LeaseKeeper', () => {
 
   it('takes new VMMs again once a grant comes after a fence', async () => {
     const { lease, world } = keeper()
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     world.now = 20_000
     await lease.decide()
     assert.equal(lease.mayStartVmms(), false)
     world.pets = 0
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     assert.equal(lease.mayStartVmms(), true)
     await lease.decide()
     assert.equal(world.pets, 2)
@@ -136,7 +136,7 @@ describe('LeaseKeeper', () => {
 
   it('a grant that names no peer: the host is alone, never declared lost by its lease, and keeps petting once it lapses', async () => {
     const { lease, world } = keeper()
-    lease.take(grant(lease.request(), []))
+    lease.take(grant([]), lease.clock())
     world.now = 20_000
     world.pets = 0
     await lease.decide()
@@ -173,18 +173,18 @@ describe('LeaseKeeper', () => {
   it('keeps the lease and the peers its grant named at every grant, for a restarted agent', () => {
     const { lease, world } = keeper()
     world.now = 1_000
-    lease.take(grant(lease.request()))
-    lease.take(grant(lease.request(), PEERS.slice(0, 2)))
+    lease.take(grant(), lease.clock())
+    lease.take(grant(PEERS.slice(0, 2)), lease.clock())
     assert.deepEqual(world.saved, [{ heldSince: 1_000, holdsUntil: 13_000, termMs: 12_000, peers: PEERS }, { heldSince: 1_000, holdsUntil: 13_000, termMs: 12_000, peers: PEERS.slice(0, 2) }])
   })
 
   it('tells a peer it holds its lease only once it has held it a term without a break', () => {
     const { lease, world } = keeper()
-    lease.take(grant(lease.request()))
+    lease.take(grant(), lease.clock())
     assert.equal(lease.answersHolding(), false)
     for (let at = 2_000; at <= 12_000; at += 2_000) {
       world.now = at
-      lease.take(grant(lease.request()))
+      lease.take(grant(), lease.clock())
     }
     assert.equal(lease.answersHolding(), true)
     world.now = 30_000

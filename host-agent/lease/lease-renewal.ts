@@ -1,0 +1,85 @@
+/**
+ * The agent's renewals of its host's lease, straight from the control plane's API (`PUT
+ * /v1/hosts/:id/lease`, docs/design.md §17): every `renewEveryMs`, one request, which acknowledges
+ * the last grant this agent took and is answered with the next. The term of that grant runs from
+ * the request's send, on the host's monotonic clock, and the keeper refuses a grant that came too
+ * late (host-agent/lease/lease-keeper.ts); so a request is given up after `grantMaxAgeMs` too,
+ * since its answer could only be refused. A renewal that fails is logged once per failing spell;
+ * the next one tries again, and one in flight is never doubled up.
+ */
+import type { Logger } from 'pino'
+import { leaseGrantSchema, type LeaseGrant } from '../../domain/host-lease-api.js'
+import type { LeaseKeeper } from './lease-keeper.js'
+
+export interface LeaseRenewalSettings {
+  apiUrl: string
+  hostId: string
+  token: string
+  watchdogMs: number
+  renewEveryMs: number
+}
+
+/** Until a first grant says how late a grant may come: the default lease's (domain/host-lease.ts). */
+const FIRST_GRANT_MAX_AGE_MS = 4_000
+
+export class LeaseRenewal {
+  #timer: NodeJS.Timeout | null = null
+  #inFlight = false
+  #failing = false
+  /** The last grant this agent took (its `grantedAt`), acknowledged by the next renewal. */
+  #took: number | null = null
+  #grantMaxAgeMs = FIRST_GRANT_MAX_AGE_MS
+
+  constructor (
+    private readonly settings: LeaseRenewalSettings,
+    private readonly keeper: LeaseKeeper,
+    private readonly log: Logger
+  ) {}
+
+  start (): void {
+    this.renew().catch(() => {})
+    this.#timer = setInterval(() => { this.renew().catch(() => {}) }, this.settings.renewEveryMs)
+    this.#timer.unref()
+  }
+
+  stop (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+  }
+
+  /** One renewal; whether its grant was taken. */
+  async renew (): Promise<boolean> {
+    if (this.#inFlight) return false
+    this.#inFlight = true
+    const sentAt = this.keeper.clock()
+    try {
+      const grant = await this.#ask()
+      this.#grantMaxAgeMs = grant.grantMaxAgeMs
+      const taken = this.keeper.take(grant, sentAt)
+      if (taken) this.#took = grant.grantedAt
+      if (this.#failing) this.log.info('lease renewed again')
+      this.#failing = false
+      return taken
+    } catch (err) {
+      // Say it once per failing spell, not once per renewal.
+      if (!this.#failing) this.log.warn({ err: (err as Error).message }, "lease not renewed: the control plane's API did not answer in time; retrying every renewal")
+      this.#failing = true
+      return false
+    } finally {
+      this.#inFlight = false
+    }
+  }
+
+  async #ask (): Promise<LeaseGrant> {
+    const { apiUrl, hostId, token, watchdogMs } = this.settings
+    const response = await fetch(new URL(`/v1/hosts/${encodeURIComponent(hostId)}/lease`, apiUrl), {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ watchdogMs, took: this.#took }),
+      signal: AbortSignal.timeout(this.#grantMaxAgeMs)
+    })
+    const body = await response.text()
+    if (response.status !== 200) throw new Error(`PUT /v1/hosts/${hostId}/lease answered ${response.status}: ${body.slice(0, 300)}`)
+    return leaseGrantSchema.parse(JSON.parse(body))
+  }
+}
