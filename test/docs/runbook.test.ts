@@ -21,6 +21,7 @@ import {
   hostOf, runningInstance, runningInstanceAtRest, stuckStopping, vmmProcesses, waitForInstance, waitForState, type InstanceBody
 } from '../helpers/instances.js'
 import { RECONCILE_ON_DEMAND_ONLY, lastReconcilePass, nextReconcilePass, temporalCli } from '../helpers/operator.js'
+import { cutHost, healHost } from '../helpers/partition.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const RUNBOOK = join(REPO_ROOT, 'docs', 'operations.md')
@@ -74,6 +75,14 @@ describe('the operator runbook, docs/operations.md', async () => {
   const values: Partial<Record<Placeholder, string>> = {}
   /** Host agents frozen (SIGSTOP) to make a host lost: resumed at the end whatever happens. */
   const frozen = new Set<string>()
+  /**
+   * The stack of the section on leases: the runbook's stack keeps none, since its sections freeze
+   * agents for minutes (a host keeping a lease fences itself in seconds). Its hosts keep one, and
+   * the section's blocks run against it; stopped after the section, or at the end.
+   */
+  let leaseStack: TestStack | null = null
+  /** Hosts of that stack cut off from its LAN, healed after the section (or at the end, should it fail). */
+  const cutOff = new Set<string>()
 
   before(async () => {
     stack = await startStack({
@@ -89,6 +98,7 @@ describe('the operator runbook, docs/operations.md', async () => {
   })
   after(async () => {
     for (const agent of frozen) await stack.kill(agent, 'SIGCONT')
+    if (leaseStack !== null) await backToTheRunbookStack()
     await stack?.stop()
   })
 
@@ -180,6 +190,46 @@ describe('the operator runbook, docs/operations.md', async () => {
     await waitUntil(`${hostId} heard from again`, async () =>
       Date.parse((await hostOf(stack, hostId))?.lastHeartbeatAt ?? '') > resumedAt, { timeoutMs: 30_000 })
     values['host-id'] = hostId
+  }
+
+  /**
+   * On a stack of hosts keeping leases (the runbook's blocks now run against it), an instance that
+   * stays failed when its host is lost, on a host then cut off until its lease declares it lost
+   * (docs/design.md §17).
+   */
+  async function onHostLostByLease (name: string): Promise<void> {
+    const leased = leaseStack = await startStack({ hosts: 3, env: { VMPLANE_HOST_LEASES: '1' } })
+    values['data-dir'] = leased.dataDir
+    const instance = await runningInstance(leased, name, '', { onHostFailure: 'fail' })
+    use(instance)
+    const hostId = instance.vmm!.hostId
+    await cutHost(leased, hostId, 'link-down')
+    cutOff.add(hostId)
+    await waitUntil(`${hostId} declared lost by its lease`, async () => {
+      const host = await hostOf(leased, hostId) as { status: string, lost: { by: string } | null } | undefined
+      return host?.status === 'lost' && host.lost?.by === 'lease'
+    }, { timeoutMs: 60_000 })
+    await waitForInstance(leased, instance.id, (i) => i.state === 'failed' && i.operation === null, 30_000)
+  }
+
+  /** The lease section's stack stopped, its cut healed, and the runbook's own stack in use again. */
+  async function backToTheRunbookStack (): Promise<void> {
+    for (const hostId of cutOff) await healHost(leaseStack!, hostId)
+    cutOff.clear()
+    await leaseStack?.stop()
+    leaseStack = null
+    values['data-dir'] = stack.dataDir
+  }
+
+  /** The cut-off host back on its LAN, holding its lease again and active; then the runbook's own stack again. */
+  async function healed (hostId: string): Promise<void> {
+    const leased = leaseStack!
+    await healHost(leased, hostId)
+    cutOff.delete(hostId)
+    await waitUntil(`${hostId} back, holding its lease`, async () => {
+      const host = await hostOf(leased, hostId) as { status: string, lease: { state: string } } | undefined
+      return host?.status === 'active' && host.lease.state === 'held'
+    }, { timeoutMs: 60_000 })
   }
 
   async function stoppedBy (code: string): Promise<void> {
@@ -375,6 +425,23 @@ describe('the operator runbook, docs/operations.md', async () => {
         }
       }
     ],
+    'A host lost by itself: its lease': [
+      {
+        command: /curl .*\/v1\/hosts \| jq '\.items\[\] \| \{id, status, lease, lost\}'/,
+        given: async () => { await onHostLostByLease('runbook-lease') },
+        check: (output) => {
+          assert.match(output, new RegExp(`"id": "${values['host-id']!}",\\s*"status": "lost",\\s*"lease": \\{\\s*"state": "fenced"`))
+          includesAll(output, '"by": "lease"', 'lease lapsed: last granted', 'the host surely fenced by', '"state": "held"')
+        }
+      },
+      {
+        command: /curl .*\/v1\/instances\/<instance-id> \| jq '\{state, onHostFailure, lastError\}'/,
+        check: async (output) => {
+          includesAll(output, '"state": "failed"', '"onHostFailure": "fail"', '"code": "HostLost"', 'the host surely fenced by')
+          await healed(values['host-id']!)
+        }
+      }
+    ],
     'Trigger a reconcile': [
       {
         command: /^temporal schedule trigger --schedule-id vmplane-reconciler$/,
@@ -565,7 +632,12 @@ describe('the operator runbook, docs/operations.md', async () => {
     it(section, async () => {
       const sectionSteps = steps[section]
       assert.ok(sectionSteps !== undefined && sectionSteps.length === blocks.length, `"${section}" has no step for every block`)
-      for (const [index, block] of blocks.entries()) await runStep(block, sectionSteps[index]!)
+      try {
+        for (const [index, block] of blocks.entries()) await runStep(block, sectionSteps[index]!)
+      } finally {
+        // A section that failed half-way on the lease's stack leaves the next on the runbook's own.
+        if (leaseStack !== null) await backToTheRunbookStack()
+      }
     })
   }
 })

@@ -10,6 +10,10 @@
  *                  answer a call or report to Temporal
  *   drop-incoming  a drop of what arrives for its agent's port: it cannot be called, and it
  *                  still reports, since its own connections to Temporal pass both ways
+ *   drop-all-incoming  a drop of every packet that arrives: its NIC deaf, so no connection of
+ *                  its own completes either (a host lost, test/faults/host-loss.test.ts)
+ *   drop-control-plane  a drop of all it exchanges with the control plane (the LAN's gateway),
+ *                  both ways: its peers on the LAN still reach it, and it them
  *
  * "Incoming" is by the agent's port rather than by every packet in: a TCP connection needs both
  * directions, so dropping all that comes in would cut the host's reports as well (their answers
@@ -24,7 +28,8 @@ import { HOST_UPLINK } from '../../stack/stack-lan.js'
 import type { TestStack } from './stack.js'
 
 export const CUTS = ['link-down', 'drop-both', 'drop-outgoing', 'drop-incoming'] as const
-export type Cut = (typeof CUTS)[number]
+/** The cuts that lose a host (test/faults/host-loss.test.ts), beside those above. */
+export type Cut = (typeof CUTS)[number] | 'drop-all-incoming' | 'drop-control-plane'
 
 /** The table a cut adds to the host's namespace; a test's own, which no other rule shares. */
 const TABLE = 'vmplane-partition'
@@ -36,9 +41,10 @@ function stackHost (stack: TestStack, hostId: string): TestStack['info']['hosts'
 }
 
 /** The nftables rules of a drop: an input and an output chain on the host's eth0. */
-function dropRules (cut: Exclude<Cut, 'link-down'>, agentPort: string): string {
-  const input = cut === 'drop-outgoing' ? '' : `iifname "${HOST_UPLINK}" ${cut === 'drop-incoming' ? `tcp dport ${agentPort} ` : ''}drop`
-  const output = cut === 'drop-incoming' ? '' : `oifname "${HOST_UPLINK}" drop`
+function dropRules (cut: Exclude<Cut, 'link-down'>, agentPort: string, gateway: string): string {
+  const only = cut === 'drop-control-plane' ? { input: `ip saddr ${gateway} `, output: `ip daddr ${gateway} ` } : { input: '', output: '' }
+  const input = cut === 'drop-outgoing' ? '' : `iifname "${HOST_UPLINK}" ${only.input}${cut === 'drop-incoming' ? `tcp dport ${agentPort} ` : ''}drop`
+  const output = cut === 'drop-incoming' || cut === 'drop-all-incoming' ? '' : `oifname "${HOST_UPLINK}" ${only.output}drop`
   const chain = (hook: string, rule: string): string => `  chain ${hook} {\n    type filter hook ${hook} priority filter; policy accept;\n    ${rule}\n  }`
   return `table inet ${TABLE} {\n${chain('input', input)}\n${chain('output', output)}\n}`
 }
@@ -49,7 +55,7 @@ export async function cutHost (stack: TestStack, hostId: string, cut: Cut): Prom
     await runCommand('ip', ['-n', stack.info.lan.netns, 'link', 'set', hostId, 'down'])
     return
   }
-  await runCommand('ip', ['netns', 'exec', host.netns, 'nft', dropRules(cut, new URL(host.url).port)])
+  await runCommand('ip', ['netns', 'exec', host.netns, 'nft', dropRules(cut, new URL(host.url).port, stack.info.lan.gateway)])
 }
 
 /** Undoes whatever cut the host has: its LAN port up, the drop's table gone. */
