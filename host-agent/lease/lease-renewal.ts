@@ -9,6 +9,7 @@
  */
 import type { Logger } from 'pino'
 import { leaseGrantSchema, type LeaseGrant } from '../../domain/host-lease-api.js'
+import { DEFAULT_LEASE_SETTINGS } from '../../domain/host-lease.js'
 import type { LeaseKeeper } from './lease-keeper.js'
 
 export interface LeaseRenewalSettings {
@@ -19,16 +20,14 @@ export interface LeaseRenewalSettings {
   renewEveryMs: number
 }
 
-/** Until a first grant says how late a grant may come: the default lease's (domain/host-lease.ts). */
-const FIRST_GRANT_MAX_AGE_MS = 4_000
-
 export class LeaseRenewal {
   #timer: NodeJS.Timeout | null = null
   #inFlight = false
   #failing = false
   /** The last grant this agent took (its `grantedAt`), acknowledged by the next renewal. */
   #took: number | null = null
-  #grantMaxAgeMs = FIRST_GRANT_MAX_AGE_MS
+  /** How late a grant may come: the last grant's word, the default lease's until one says. */
+  #grantMaxAgeMs = DEFAULT_LEASE_SETTINGS.grantMaxAgeMs
 
   constructor (
     private readonly settings: LeaseRenewalSettings,

@@ -7,14 +7,18 @@
  * Each process is named by the VMM directory its API socket is in (`<state>/vmms/<vmm id>/`), and
  * its instance read once from the agent's record there. A VMM's own child is not another VMM: the
  * simulator forks mtools to read a cloud-init seed, and between the fork and the exec the child
- * shows its parent's command line. So a process whose parent is a process of the same VMM is
- * counted as part of it.
+ * shows its parent's command line. So a process is read again once listed (`/proc/<pid>/stat`):
+ * one whose parent is a process of the same VMM is counted as part of it, and one that has since
+ * become another program, or ended, is no VMM of this sample.
  */
 import { readFile } from 'node:fs/promises'
 import { join, sep } from 'node:path'
 import { apiSocketOfCommandLine } from '../../host-agent/cloud-hypervisor/launch.js'
 import { findProcesses } from '../../host-agent/process/proc.js'
 import type { TestStack } from './stack.js'
+
+/** The program the VMM processes run, whose name /proc cuts to 15 characters. */
+const VMM_PROGRAM = 'cloud-hypervisor'
 
 export interface DoubleSample {
   at: number
@@ -46,10 +50,12 @@ export function takeVmmCensus (stack: TestStack, intervalMs = 100): VmmCensus {
     return instanceOf.get(vmmDir) ?? null
   }
 
-  /** The process's parent, from /proc/<pid>/stat (the field after the command's closing parenthesis); null once it is gone. */
-  async function parentOf (pid: number): Promise<number | null> {
+  /** The process's program name (cut to 15 characters) and parent, from /proc/<pid>/stat; null once it has ended. */
+  async function statOf (pid: number): Promise<{ comm: string, ppid: number } | null> {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null)
-    return stat === null ? null : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+    if (stat === null) return null
+    const close = stat.lastIndexOf(')')
+    return { comm: stat.slice(stat.indexOf('(') + 1, close), ppid: Number(stat.slice(close + 2).split(' ')[1]) }
   }
 
   async function sample (): Promise<void> {
@@ -62,7 +68,8 @@ export function takeVmmCensus (stack: TestStack, intervalMs = 100): VmmCensus {
     const byInstance = new Map<string, string[]>()
     for (const process of processes) {
       const socket = pids.get(process.pid)!
-      if (pids.get(await parentOf(process.pid) ?? -1) === socket) continue
+      const stat = await statOf(process.pid)
+      if (stat === null || !VMM_PROGRAM.startsWith(stat.comm) || pids.get(stat.ppid) === socket) continue
       const host = vmmsDirs.find(({ dir }) => socket.startsWith(dir))!
       const vmmId = socket.slice(host.dir.length).split(sep)[0]!
       const instanceId = await instanceOfVmm(join(host.dir, vmmId))

@@ -1,12 +1,12 @@
 /**
  * The double-run sampler of the host-loss fault test (test/helpers/vmm-census.ts), on stand-in
- * VMM processes: bash named `cloud-hypervisor` (`exec -a`) with a VMM's command line, under VMM
+ * VMM processes: a copy of bash named `cloud-hypervisor` with a VMM's command line, under VMM
  * directories with the agent's records. Two VMMs of one instance alive at once are a double; a
  * VMM's own forked child, which shows its parent's command line, is not.
  */
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -17,7 +17,12 @@ import { takeVmmCensus } from '../../helpers/vmm-census.js'
 describe('takeVmmCensus', () => {
   let root: string
   const children: ChildProcess[] = []
-  before(async () => { root = await mkdtemp(join(tmpdir(), 'vmp-census-')) })
+  let program: string
+  before(async () => {
+    root = await mkdtemp(join(tmpdir(), 'vmp-census-'))
+    program = join(root, 'cloud-hypervisor')
+    await copyFile('/bin/bash', program)
+  })
   after(async () => {
     for (const child of children) if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL')
     await rm(root, { recursive: true, force: true })
@@ -31,7 +36,7 @@ describe('takeVmmCensus', () => {
     await mkdir(dir, { recursive: true })
     await writeFile(join(dir, 'record.json'), JSON.stringify({ instanceId }))
     const script = forks ? '( sleep 60; true ) & wait' : 'sleep 60; true'
-    const child = spawn('bash', ['-c', `exec -a cloud-hypervisor bash -c '${script}' vmm --api-socket path=${join(dir, 'api.sock')}`], { detached: true, stdio: 'ignore' })
+    const child = spawn(program, ['-c', script, 'vmm', '--api-socket', `path=${join(dir, 'api.sock')}`], { detached: true, stdio: 'ignore' })
     children.push(child)
   }
 
