@@ -14,12 +14,12 @@
  *    on timers and on their servers more than they compute (here, four at a time kept the cores
  *    65 % busy and took 114 s; six, 94 s; eight ran the long-histories test past its 3 minutes);
  * 2. the tests of real processes (stacks, agents, simulators: every other folder), three files
- *    at a time, by folder and name (those that mostly wait first, `WAITING_FIRST`): each stack
- *    takes free ports, a data directory and network namespaces named after it, so two never meet.
- *    Three at a time keep both cores busy (97 % in `vmstat`; two left more idle, and the suite
- *    took 1 min 31 s longer), so the order of those that compute matters little: the costliest
- *    first, the phase took 15 min 55 s (2026-11-28, run 64), within what it took in name order on
- *    this machine, whose speed moves between runs (13 min 39 s to 16 min 24 s, runs 59 to 65).
+ *    at a time, by folder and name: each stack takes free ports, a data directory and network
+ *    namespaces named after it, so two never meet. Three at a time keep both cores busy (97 % in
+ *    `vmstat`; two left more idle, and the suite took 1 min 31 s longer), so their order matters
+ *    little: the costliest first, the phase took 15 min 55 s (2026-11-28, run 64), within what it
+ *    took in name order on this machine, whose speed moves between runs (13 min 39 s to 16 min
+ *    24 s, runs 59 to 65).
  *    Running the timed tests beside them, the others in a CPU control group marked idle, starved
  *    those: a worker that waits seconds for the CPU misses its 3 s workflow task timeout again and
  *    again, and an operation took longer than its test's 20 s;
@@ -48,12 +48,6 @@ const RUN_TEST_FILES = join(REPO_ROOT, 'scripts', 'test-runner', 'run-test-files
 const COSTLIEST_SHOWN = 12
 /** The fast layer's folders. */
 const FAST = ['workflows', 'unit', 'activities', 'api', 'db', 'replay']
-/**
- * Real-process tests that take minutes mostly waiting (a host's lease running out, an outage of 2
- * minutes), not computing: started first, they wait beside the others instead of after them. Last
- * in name order, the host-loss test's 7 minutes made the phase 4 min 10 s longer (run 83).
- */
-const WAITING_FIRST = ['faults/host-loss']
 /** Tests whose assertions or figures are times or CPU, with the machine to themselves. */
 const ALONE = [
   'faults/frozen-activation', 'faults/one-guest', 'faults/migration-storm',
@@ -110,13 +104,11 @@ if (lint.status !== 0) failures.push('lint')
 const totals = { passed: 0, failed: 0, skipped: 0 }
 const timings = []
 const folders = testFolders()
-const named = (names) => (file) => names.some((name) => file.endsWith(`/${name}.test.js`))
-const isAlone = named(ALONE)
-const waitsFirst = named(WAITING_FIRST)
+const isAlone = (file) => ALONE.some((name) => file.endsWith(`/${name}.test.js`))
 const realProcesses = folders.filter((f) => !FAST.includes(f)).sort().flatMap((folder) => testFiles(folder))
 const phases = [
   { name: 'fast layer', concurrency: 6, files: FAST.filter((f) => folders.includes(f)).flatMap((folder) => testFiles(folder)) },
-  { name: 'real processes', concurrency: 3, files: [...realProcesses.filter(waitsFirst), ...realProcesses.filter((file) => !isAlone(file) && !waitsFirst(file))] },
+  { name: 'real processes', concurrency: 3, files: realProcesses.filter((file) => !isAlone(file)) },
   { name: 'real processes, alone', concurrency: 1, files: realProcesses.filter(isAlone) }
 ]
 for (const phase of phases) {
