@@ -2,8 +2,9 @@
  * Hosts' leases as the control plane records and judges them: renewed as the API renews them
  * (api/services/host-lease-renewals.ts) and judged as each host's monitor does
  * (activities/host-leases.ts), against a real PostgreSQL and a Temporal client double that records
- * the reports a declaration sends. The lease's settings are shrunk so that its bound passes in a
- * second; the rule itself is domain/host-lease.ts's, tested from tables.
+ * the reports a declaration sends. The lease's settings are shrunk so that its bound passes in
+ * 2.6 s, with room for a busy machine's pauses between renewals (its outage gap is a second); the
+ * rule itself is domain/host-lease.ts's, tested from tables.
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
@@ -20,7 +21,7 @@ import { coveredForMs, declareAfterMs, type LeaseSettings } from '../../domain/h
 import type { VmmReport } from '../../domain/vmm.js'
 import { insertHost, startDatabase, type TestDatabase } from '../helpers/database.js'
 
-const LEASE: LeaseSettings = { termMs: 600, grantMaxAgeMs: 100, watchdogMs: 200, fenceMs: 50, peerAskMs: 50, clockRate: 0.01 }
+const LEASE: LeaseSettings = { termMs: 2_000, grantMaxAgeMs: 300, watchdogMs: 400, fenceMs: 100, peerAskMs: 100, clockRate: 0.01 }
 
 const sleep = async (ms: number): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, ms)) }
 
@@ -130,10 +131,16 @@ describe('host leases (activities)', () => {
     const early = await activities.judge('lease-d')
     assert.equal(early.lost, false)
     assert.ok(early.judgeAgainInMs !== null && early.judgeAgainInMs > 0 && early.judgeAgainInMs <= declareAfterMs(LEASE))
-    // Every other host renews: the hosts of the tests before are its peers too.
+    // Every other host renews meanwhile, as agents do (the hosts of the tests before are its peers
+    // too); judged again and again, it is declared once its bound has passed with them holding,
+    // however slowly a busy machine runs the renewals.
     const { rows } = await db.pool.query("SELECT id FROM hosts WHERE id <> 'lease-d'")
-    await renewFor(rows.map((r) => r.id), declareAfterMs(LEASE) + 200, activities)
-    assert.deepEqual(await activities.judge('lease-d'), { lost: true, judgeAgainInMs: null })
+    let judgement = early
+    for (const deadline = Date.now() + 15_000; !judgement.lost && Date.now() < deadline;) {
+      await renewFor(rows.map((r) => r.id), 100, activities)
+      judgement = await activities.judge('lease-d')
+    }
+    assert.deepEqual(judgement, { lost: true, judgeAgainInMs: null })
     const row = await leaseRow('lease-d')
     assert.deepEqual([row.status, row.lost_by], ['lost', 'lease'])
     assert.match(row.lost_reason, /^lease lapsed: last granted \S+, the host surely fenced by \S+; VMM fenced$/)
