@@ -30,6 +30,8 @@ export interface HostPlan {
   id: string
   /** The agent's component name: its log file and PID file. */
   component: string
+  /** The host watchdog's component name, when the host keeps a lease. */
+  watchdogComponent: string
   port: number
   /** The host's address on the stack's LAN, which its agent listens on. */
   address: string
@@ -81,6 +83,7 @@ export function planHosts (config: StackConfig, paths: StackPaths, lan: StackLan
     return {
       id,
       component: `agent-${id}`,
+      watchdogComponent: `watchdog-${id}`,
       port,
       address,
       url: `http://${address}:${port}`,
@@ -150,7 +153,7 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
  * agent announces and the worker counts on (docs/design.md §17).
  */
 export function watchdogSpec (context: ComponentContext, host: HostPlan): ComponentSpec {
-  return inHostNamespace(host, node(`watchdog-${host.id}`, WATCHDOG_ENTRY, {
+  return inHostNamespace(host, node(host.watchdogComponent, WATCHDOG_ENTRY, {
     ...context.env,
     VMPLANE_HOST_ID: host.id,
     VMPLANE_AGENT_STATE_DIR: host.stateDir,

@@ -96,9 +96,8 @@ export function stackConfig (env: Env = process.env) {
     cloudHypervisor: s.VMPLANE_CLOUD_HYPERVISOR ?? null,
     /**
      * Whether each host runs a watchdog and its agent keeps a lease (docs/design.md §17). Off by
-     * default for now: the grants go through the hosts' monitor workflows, and on a saturated
-     * machine (the benchmark's 50 creates in flight on two cores) they came too late, and a healthy
-     * host fenced itself.
+     * default: the stack's fault tests keep hosts merely unreachable for minutes (I2), which a
+     * host keeping a lease ends in seconds.
      */
     hostLeases: s.VMPLANE_HOST_LEASES === '1',
     /**

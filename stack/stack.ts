@@ -19,11 +19,11 @@
  * (temporal-ui.ts) → its namespace and search attributes (temporal-namespace.ts), beside
  * vmplane's own migrations.
  *
- * Stop: the clients first (API, worker, agents, the cluster shape's Temporal UI), then Temporal,
- * then PostgreSQL; each gets
- * SIGTERM (PostgreSQL SIGINT) and is killed if it has not exited 10 s later. VMM processes are
- * left running, with the hosts' networks and their LAN, like VMs on a real host whose control
- * plane restarts: the next start's agents re-adopt them.
+ * Stop: the clients first (API, worker, agents with their hosts' watchdogs, the cluster shape's
+ * Temporal UI), then Temporal, then PostgreSQL; each gets SIGTERM (PostgreSQL SIGINT) and is
+ * killed if it has not exited 10 s later. VMM processes are left running, with the hosts'
+ * networks and their LAN, like VMs on a real host whose control plane restarts: the next start's
+ * agents re-adopt them.
  */
 import { mkdir } from 'node:fs/promises'
 import { dirname, isAbsolute, relative } from 'node:path'
@@ -297,7 +297,9 @@ export class DevStack {
     if (!this.claimed) return await this.output.close()
     this.log('stopping')
     await removeStackFile(this.paths.stackFile)
-    await this.supervisor.stop([...[...this.apis, ...this.workers, ...this.hosts].map((part) => part.component), 'temporal-ui', BALANCER_COMPONENT])
+    // A watchdog stops with its agent: left alone it would fence the VMMs kept for the next start.
+    const hostParts = this.hosts.flatMap((host) => [host.component, host.watchdogComponent])
+    await this.supervisor.stop([...[...this.apis, ...this.workers].map((part) => part.component), ...hostParts, 'temporal-ui', BALANCER_COMPONENT])
     await this.supervisor.stop(['temporal'])
     await this.supervisor.stop(['postgres'])
     await this.finish()

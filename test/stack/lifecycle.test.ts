@@ -1,7 +1,9 @@
 /**
  * The dev stack from start to stop, as `npm start` runs it: ready with every component, its
  * state kept in the data directory, VMs outliving it, an ordered stop, a restart that finds
- * everything as it was.
+ * everything as it was. Its hosts keep leases, as hosts with watchdogs do: a stop must end each
+ * host's watchdog with its agent, or the watchdog, no longer petted, would fence the VMs left
+ * running for the next start.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -13,7 +15,7 @@ import { waitFor } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
-const COMPONENTS = ['postgres', 'temporal', 'worker', 'agent-host-1', 'agent-host-2', 'api']
+const COMPONENTS = ['postgres', 'temporal', 'worker', 'watchdog-host-1', 'agent-host-1', 'watchdog-host-2', 'agent-host-2', 'api']
 
 describe('the dev stack', { timeout: 600_000 }, () => {
   let stack: TestStack
@@ -21,7 +23,7 @@ describe('the dev stack', { timeout: 600_000 }, () => {
   let vmmPid: number
 
   before(async () => {
-    stack = await startStack()
+    stack = await startStack({ env: { VMPLANE_HOST_LEASES: '1' } })
   })
   after(async () => {
     await stack?.stop()
@@ -103,7 +105,7 @@ describe('the dev stack', { timeout: 600_000 }, () => {
       assert.ok(stops.length > 0, `${component} logged its stop`)
       return Date.parse(stops[stops.length - 1][1])
     }
-    const clients = await Promise.all(['api', 'worker', 'agent-host-1', 'agent-host-2'].map(stoppedAt))
+    const clients = await Promise.all(['api', 'worker', 'watchdog-host-1', 'agent-host-1', 'watchdog-host-2', 'agent-host-2'].map(stoppedAt))
     assert.ok(Math.max(...clients) <= await stoppedAt('temporal'))
     assert.ok(await stoppedAt('temporal') <= await stoppedAt('postgres'))
     await assert.rejects(stat(stack.paths.stackFile), { code: 'ENOENT' })
