@@ -47,6 +47,15 @@ function grant (peers: LeasePeer[] = PEERS): LeaseGrant {
   return { grantedAt: 1_764_400_000_000, termMs: 12_000, grantMaxAgeMs: 4_000, peerAskMs: 1_000, peers }
 }
 
+/** A keeper that took a grant naming these peers and whose term has since passed; pets counted from then. */
+function lapsedKeeper (options: Parameters<typeof keeper>[0] = {}, peers: LeasePeer[] = PEERS) {
+  const held = keeper(options)
+  held.lease.take(grant(peers), held.lease.clock())
+  held.world.now = 20_000
+  held.world.pets = 0
+  return held
+}
+
 describe('LeaseKeeper', () => {
   it('takes a grant for a renewal sent within its age, and holds the term from that send', async () => {
     const { lease, world } = keeper()
@@ -90,20 +99,14 @@ describe('LeaseKeeper', () => {
   })
 
   it('lapsed, with a majority of peers not holding theirs either (the control plane is down): pets, fences nothing', async () => {
-    const { lease, world } = keeper({ answers: { 'host-2': false, 'host-3': false, 'host-4': null } })
-    lease.take(grant(), lease.clock())
-    world.now = 20_000
-    world.pets = 0
+    const { lease, world } = lapsedKeeper({ answers: { 'host-2': false, 'host-3': false, 'host-4': null } })
     await lease.decide()
     assert.deepEqual([world.pets, world.asked, world.fences.length], [1, 3, 0])
     assert.equal(lease.mayStartVmms(), false, 'no new VMM without a lease, outage or not')
   })
 
   it('lapsed, with its peers holding theirs (this host is the one cut off): fences once, and does not pet', async () => {
-    const { lease, world } = keeper({ answers: { 'host-2': true, 'host-3': true, 'host-4': false } })
-    lease.take(grant(), lease.clock())
-    world.now = 20_000
-    world.pets = 0
+    const { lease, world } = lapsedKeeper({ answers: { 'host-2': true, 'host-3': true, 'host-4': false } })
     await lease.decide()
     await lease.decide()
     assert.equal(world.pets, 0)
@@ -135,10 +138,7 @@ describe('LeaseKeeper', () => {
   })
 
   it('a grant that names no peer: the host is alone, never declared lost by its lease, and keeps petting once it lapses', async () => {
-    const { lease, world } = keeper()
-    lease.take(grant([]), lease.clock())
-    world.now = 20_000
-    world.pets = 0
+    const { lease, world } = lapsedKeeper({}, [])
     await lease.decide()
     assert.deepEqual([world.pets, world.asked, world.fences.length], [1, 0, 0])
   })
