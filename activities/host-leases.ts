@@ -11,7 +11,7 @@
  */
 import { log } from '@temporalio/activity'
 import type { HostLeaseActivities } from '../contract/activities.js'
-import { leaseFactsOf, leaseRecordOf } from '../db/hosts.js'
+import { leaseFactsOf, leaseRecordOf, type LeaseFactsRows } from '../db/hosts.js'
 import { inTransaction, type Pool } from '../db/pool.js'
 import { leaseVerdict, type LeaseSettings } from '../domain/host-lease.js'
 import { markHostLost, tellLost } from './host-fencing.js'
@@ -19,6 +19,16 @@ import { markHostLost, tellLost } from './host-fencing.js'
 export interface HostLeaseDependencies {
   pool: Pool
   lease: LeaseSettings
+}
+
+/**
+ * The settings a judgement counts by: the longest term of the worker's own and of every grant it
+ * reads, should an API be configured with a longer one than this worker (never early, whichever
+ * granted).
+ */
+function withLongestTerm (settings: LeaseSettings, facts: LeaseFactsRows): LeaseSettings {
+  const terms = [facts.host, ...facts.peers].map((row) => row.termMs ?? 0)
+  return { ...settings, termMs: Math.max(settings.termMs, ...terms) }
 }
 
 export function createHostLeases (deps: HostLeaseDependencies): HostLeaseActivities {
@@ -32,7 +42,7 @@ export function createHostLeases (deps: HostLeaseDependencies): HostLeaseActivit
           log.warn('the host pets a watchdog slower than the control plane counts on: it is never declared lost by its lease', { hostId, watchdogMs: facts.host.watchdogMs, countedOnMs: settings.watchdogMs })
           return { fenced: null, judgeAgainInMs: null }
         }
-        const verdict = leaseVerdict({ now: facts.host.now, upSince: facts.upSince, host: leaseRecordOf(facts.host), peers: facts.peers.map((peer) => ({ ...leaseRecordOf(peer), registeredAt: peer.registeredAt })) }, settings)
+        const verdict = leaseVerdict({ now: facts.host.now, upSince: facts.upSince, host: leaseRecordOf(facts.host), peers: facts.peers.map((peer) => ({ ...leaseRecordOf(peer), registeredAt: peer.registeredAt })) }, withLongestTerm(settings, facts))
         if (!verdict.lost) return { fenced: null, judgeAgainInMs: verdict.recheckAt === null ? null : Math.max(0, verdict.recheckAt - facts.host.now) }
         const reason = `lease lapsed: last granted ${new Date(facts.host.grantedAt!).toISOString()}, the host surely fenced by ${new Date(verdict.lapsedAt).toISOString()}; VMM fenced`
         return { fenced: await markHostLost(tx, hostId, 'lease', reason), judgeAgainInMs: null }

@@ -107,9 +107,9 @@ export const databaseUrl = z.string().regex(/^postgres(ql)?:\/\//, 'must be a po
 /** Read by the worker (which marks silent hosts) and the API (which shows failing contact). */
 const hostUnreachableSeconds = seconds.default(60)
 
-/** Read by the worker (which grants and judges hosts' leases) and the API (which shows them). */
+/** Read by the API (which grants hosts' leases and shows them) and the worker (which judges them). */
 const leaseSeconds = z.coerce.number()
-  .min(DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000, `must be at least ${DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000} (three times the oldest heartbeat whose grant an agent takes)`)
+  .min(DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000, `must be at least ${DEFAULT_LEASE_SETTINGS.grantMaxAgeMs * 3 / 1000} (three times the oldest renewal whose grant an agent takes)`)
   .default(DEFAULT_LEASE_SETTINGS.termMs / 1000)
 const watchdogSeconds = seconds.default(DEFAULT_LEASE_SETTINGS.watchdogMs / 1000)
 
@@ -143,7 +143,7 @@ export function apiConfig (env: Env = process.env) {
     databaseUrl: a.DATABASE_URL,
     defaultStopGraceSeconds: a.VMPLANE_DEFAULT_STOP_GRACE_SECONDS,
     hostUnreachableAfterMs: a.VMPLANE_HOST_UNREACHABLE_SECONDS * 1000,
-    /** Hosts' leases, as the worker grants them, for their state on `GET /v1/hosts`. */
+    /** Hosts' leases, as this API grants them on renewal and shows them on `GET /v1/hosts`. */
     lease: leaseSettings(a.VMPLANE_HOST_LEASE_SECONDS, a.VMPLANE_HOST_WATCHDOG_SECONDS),
     /** The host agents' token, for the console relay; without it the console routes answer 503. */
     agentToken: a.VMPLANE_AGENT_TOKEN ?? null,
@@ -241,7 +241,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_AGENT_BRIDGE: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('vmplane0'),
       VMPLANE_MIGRATION_LISTEN: migrationListen.optional(),
       VMPLANE_AGENT_WATCHDOG: z.string().regex(/^(unix:)?\/[^\0]*$/, 'must be a device path (/dev/watchdog) or unix:<socket path>').optional(),
-      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(5),
+      VMPLANE_HOST_WATCHDOG_SECONDS: watchdogSeconds,
       VMPLANE_API_URL: z.url().optional(),
       VMPLANE_SERIAL_LOG_KIB: count.default(1024),
       VMPLANE_CLOUD_HYPERVISOR: z.string().min(1).default('cloud-hypervisor'),
@@ -313,7 +313,7 @@ export function watchdogConfig (env: Env = process.env) {
       VMPLANE_HOST_ID: z.string().min(1),
       VMPLANE_AGENT_STATE_DIR: z.string().min(1),
       VMPLANE_WATCHDOG_SOCKET: z.string().regex(/^\/[^\0]*$/, 'must be an absolute path'),
-      VMPLANE_HOST_WATCHDOG_SECONDS: seconds.default(5)
+      VMPLANE_HOST_WATCHDOG_SECONDS: watchdogSeconds
     }),
     env
   )

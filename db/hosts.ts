@@ -9,7 +9,7 @@
  * it; the statements here keep them: a `lost` host stays lost until readmitted, a heartbeat brings
  * only an `unreachable` host back to `active`.
  */
-import type { HostAnnouncement, HostStatus } from '../domain/host.js'
+import type { HostAnnouncement, HostStatus, LostBy } from '../domain/host.js'
 import type { LeaseRecord } from '../domain/host-lease.js'
 import type { HostRoom } from '../domain/placement.js'
 import { HOST_COLUMNS } from './rows.js'
@@ -113,12 +113,17 @@ export async function agentUrlOf (db: Queryable, hostId: string): Promise<string
   return rows.length === 0 ? null : rows[0].agent_url
 }
 
-/** Who declared a host lost: an operator, or its lease's bound passing (docs/design.md §17). */
-export type LostBy = 'operator' | 'lease'
-
-/** Declares the host lost, saying by whom and why (its VMMs are fenced in the same transaction, db/vmms.ts). */
+/**
+ * Declares the host lost, saying by whom and why (its VMMs are fenced in the same transaction,
+ * db/vmms.ts). An operator's declaration of a host its lease declared takes it over: the host then
+ * waits for an operator to re-admit it, as one an operator declared does.
+ */
 export async function setHostLost (tx: PoolClient, hostId: string, by: LostBy, reason: string): Promise<void> {
-  await tx.query("UPDATE hosts SET status = 'lost', status_since = now(), lost_by = $2, lost_reason = $3 WHERE id = $1 AND status <> 'lost'", [hostId, by, reason])
+  await tx.query(
+    `UPDATE hosts SET status = 'lost', status_since = CASE WHEN status = 'lost' THEN status_since ELSE now() END, lost_by = $2, lost_reason = $3
+      WHERE id = $1 AND (status <> 'lost' OR ($2 = 'operator' AND lost_by = 'lease'))`,
+    [hostId, by, reason]
+  )
 }
 
 /** The control plane's grant of a host's lease, as recorded (docs/design.md §17). */
@@ -130,23 +135,23 @@ export interface RecordedGrant {
 }
 
 /**
- * Records a grant of the host's lease, for an agent that pets a watchdog of `watchdogMs`, and the
- * control plane's liveness: a grant after `outageGapMs` with none to anyone starts its uptime
- * again, and every lease with it.
+ * Records a grant of the host's lease for `termMs`, for an agent that pets a watchdog of
+ * `watchdogMs`, and the control plane's liveness: a grant after `outageGapMs` with none to anyone
+ * starts its uptime again, and every lease with it.
  */
-export async function recordLeaseGrant (tx: PoolClient, hostId: string, watchdogMs: number, outageGapMs: number): Promise<RecordedGrant> {
+export async function recordLeaseGrant (tx: PoolClient, hostId: string, grant: { watchdogMs: number, termMs: number, outageGapMs: number }): Promise<RecordedGrant> {
   await tx.query(
     `INSERT INTO lease_clock (last_grant_at, up_since) VALUES (clock_timestamp(), clock_timestamp())
      ON CONFLICT (id) DO UPDATE SET
        up_since = CASE WHEN lease_clock.last_grant_at < clock_timestamp() - make_interval(secs => $1::double precision / 1000)
                        THEN clock_timestamp() ELSE lease_clock.up_since END,
        last_grant_at = clock_timestamp()`,
-    [outageGapMs]
+    [grant.outageGapMs]
   )
   const { rows } = await tx.query(
-    `UPDATE hosts SET lease_granted_at = clock_timestamp(), lease_watchdog_ms = $2 WHERE id = $1
+    `UPDATE hosts SET lease_granted_at = clock_timestamp(), lease_watchdog_ms = $2, lease_term_ms = $3 WHERE id = $1
      RETURNING (extract(epoch FROM lease_granted_at) * 1000)::float8 AS granted_ms`,
-    [hostId, watchdogMs]
+    [hostId, grant.watchdogMs, grant.termMs]
   )
   const peers = await tx.query('SELECT id, agent_url FROM hosts WHERE id <> $1 ORDER BY id', [hostId])
   return { grantedAt: rows[0].granted_ms, peers: peers.rows.map((row) => ({ hostId: row.id, agentUrl: row.agent_url })) }
@@ -160,6 +165,8 @@ export interface LeaseRow {
   ackedGrantAt: number | null
   heldSince: number | null
   holdsUntil: number | null
+  /** The term of the last grant, as its API counted it. */
+  termMs: number | null
 }
 
 /** The lease's record, as the rules read it (domain/host-lease.ts). */
@@ -172,10 +179,11 @@ const LEASE_ROW = `(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now
   (extract(epoch FROM lease_granted_at) * 1000)::float8 AS granted_ms,
   (extract(epoch FROM lease_acked_grant_at) * 1000)::float8 AS acked_grant_ms,
   (extract(epoch FROM lease_held_since) * 1000)::float8 AS held_since_ms,
-  (extract(epoch FROM lease_holds_until) * 1000)::float8 AS holds_until_ms`
+  (extract(epoch FROM lease_holds_until) * 1000)::float8 AS holds_until_ms,
+  lease_term_ms`
 
 function toLeaseRow (row: Record<string, any>): LeaseRow {
-  return { now: row.now_ms, registeredAt: row.registered_ms, grantedAt: row.granted_ms, ackedGrantAt: row.acked_grant_ms, heldSince: row.held_since_ms, holdsUntil: row.holds_until_ms }
+  return { now: row.now_ms, registeredAt: row.registered_ms, grantedAt: row.granted_ms, ackedGrantAt: row.acked_grant_ms, heldSince: row.held_since_ms, holdsUntil: row.holds_until_ms, termMs: row.lease_term_ms }
 }
 
 /** Locks the host's row; its lease as recorded, or null for a host not registered. */
@@ -217,12 +225,15 @@ export async function leaseFactsOf (tx: PoolClient, hostId: string): Promise<Lea
 
 /**
  * Brings a lost host back to `active`, but only once none of its lost VMMs is unfenced, and with
- * `by`, only if that is who declared it; whether it did.
+ * `by`, only if that is who declared it; whether it did. A host its lease declared comes back
+ * only once it holds a lease again (if it still keeps one): heard through Temporal while it cannot
+ * renew, it would only be declared lost again a bound later.
  */
 export async function readmitFencedHost (db: Queryable, hostId: string, by: LostBy | null = null): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE hosts SET status = 'active', status_since = now(), lost_by = NULL, lost_reason = NULL
       WHERE id = $1 AND status = 'lost' AND ($2::text IS NULL OR lost_by = $2)
+        AND ($2::text IS DISTINCT FROM 'lease' OR lease_watchdog_ms IS NULL OR lease_holds_until > clock_timestamp())
         AND NOT EXISTS (SELECT 1 FROM vmms WHERE host_id = $1 AND state = 'lost' AND fenced_at IS NULL)`,
     [hostId, by]
   )

@@ -22,6 +22,7 @@ import {
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
 import { urlInteger } from './url-integer.js'
+import { HOST_ID_PATTERN } from './ids.js'
 import type { HostImage } from './host.js'
 import { MIGRATION_HALF_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
@@ -177,7 +178,7 @@ export const vmmListSchema = z.object({ items: z.array(vmmViewSchema) })
 
 /** Another host an agent asks when its lease lapses. */
 export const leasePeerSchema = z.strictObject({
-  hostId: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/),
+  hostId: z.string().regex(HOST_ID_PATTERN),
   agentUrl: z.url()
 })
 export type LeasePeer = z.infer<typeof leasePeerSchema>

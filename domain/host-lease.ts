@@ -116,7 +116,7 @@ export function acknowledged (record: LeaseRecord, grantedAt: number, ackedAt: n
 }
 
 /** Whether the peer surely held its lease over the whole of the last `peerWindowMs`. */
-export function heldThroughWindow (peer: LeaseRecord, now: number, settings: LeaseSettings): boolean {
+function heldThroughWindow (peer: LeaseRecord, now: number, settings: LeaseSettings): boolean {
   return peer.heldSince !== null && peer.holdsUntil !== null &&
     peer.heldSince <= now - peerWindowMs(settings) && peer.holdsUntil >= now
 }
@@ -164,8 +164,10 @@ function peerSetsTheAgentMayHold<P extends { registeredAt: number }> (host: Leas
 /**
  * A host's lease as people see it (`GET /v1/hosts`): `none` (its agent keeps no lease), `held`
  * (surely held now), `expiring` (not surely held, its bound not passed: a partition that heals now
- * changes nothing; a host not yet granted one shows this too), `expired` (the bound has passed: the host is surely fenced, and
- * declared lost once its peers allow), `fenced` (declared lost by its lease).
+ * changes nothing; a host not yet granted one shows this too), `expired` (the bound has passed:
+ * the host is fenced unless a majority of its peers vouched for an outage of the control plane,
+ * and is declared lost once its peers are seen holding theirs), `fenced` (declared lost by its
+ * lease).
  */
 export const LEASE_STATES = ['none', 'held', 'expiring', 'expired', 'fenced'] as const
 export type LeaseState = (typeof LEASE_STATES)[number]
@@ -174,7 +176,8 @@ export function leaseStateOf (
   host: { now: number, keepsLease: boolean, grantedAt: number | null, holdsUntil: number | null, lostByLease: boolean },
   settings: LeaseSettings
 ): { state: LeaseState, fencedBy: number | null } {
-  if (host.grantedAt === null) return { state: host.keepsLease ? 'expiring' : 'none', fencedBy: null }
+  if (!host.keepsLease && !host.lostByLease) return { state: 'none', fencedBy: null }
+  if (host.grantedAt === null) return { state: 'expiring', fencedBy: null }
   const fencedBy = host.grantedAt + declareAfterMs(settings)
   if (host.lostByLease) return { state: 'fenced', fencedBy }
   if (host.holdsUntil !== null && host.now <= host.holdsUntil) return { state: 'held', fencedBy: null }

@@ -9,6 +9,10 @@
 export const HOST_STATUSES = ['active', 'unreachable', 'lost'] as const
 export type HostStatus = (typeof HOST_STATUSES)[number]
 
+/** Who declared a host lost: an operator, or its lease's bound passing (docs/design.md §17). */
+export const LOST_BY = ['operator', 'lease'] as const
+export type LostBy = (typeof LOST_BY)[number]
+
 export interface HostCapacity {
   vcpus: number
   memoryMiB: number

@@ -17,6 +17,7 @@
 import { metricMeter } from '@temporalio/workflow'
 
 // The runtime's exporter adds no suffixes to custom metrics: the names carry Prometheus' own.
+import type { LostBy } from '../domain/host.js'
 import type { OperationKind, OperationStatus } from '../domain/operation.js'
 
 export function recordOperationOutcome (kind: OperationKind, status: OperationStatus, requestedAt: string): void {
@@ -26,7 +27,7 @@ export function recordOperationOutcome (kind: OperationKind, status: OperationSt
   metricMeter.createHistogram('vmplane_operation_duration_seconds', 'float', 'seconds', 'From the request to the end of the operation').record(seconds, tags)
 }
 
-export function recordHostDeclaredLost (by: 'operator' | 'lease'): void {
+export function recordHostDeclaredLost (by: LostBy): void {
   metricMeter.createCounter('vmplane_hosts_declared_lost_total', 'hosts', 'Hosts declared lost, by an operator or by their lease').add(1, { by })
 }
 

@@ -64,7 +64,9 @@ const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, 
   })
 
   fastify.put('/hosts/:id/lease', {
-    config: { hostsOnly: true },
+    // No rate limit: every host renews every 2 s, and a renewal refused for a budget would have a
+    // healthy host fence itself.
+    config: { hostsOnly: true, rateLimit: false },
     schema: {
       tags,
       summary: "Renew the host's lease: its agent's call, with the agents' token (docs/design.md §17)",

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { HOST_STATUSES } from '../../domain/host.js'
+import { HOST_STATUSES, LOST_BY } from '../../domain/host.js'
 import { LEASE_STATES } from '../../domain/host-lease.js'
 import { HOST_ID_PATTERN } from '../../domain/ids.js'
 
@@ -16,11 +16,11 @@ export const hostSchema = z.object({
   reserved: capacitySchema,
   liveVmms: z.number().int(),
   lost: z.object({
-    by: z.enum(['operator', 'lease']),
+    by: z.enum(LOST_BY),
     reason: z.string()
   }).nullable().describe('who declared the host lost, and why, while it is'),
   lease: z.object({
-    state: z.enum(LEASE_STATES).describe('none: its agent keeps no lease; held; expiring: not surely held (or not granted yet), a partition healing now changes nothing; expired: the host is surely fenced; fenced: declared lost by its lease'),
+    state: z.enum(LEASE_STATES).describe('none: its agent keeps no lease; held; expiring: not surely held (or not granted yet), a partition healing now changes nothing; expired: its bound has passed, the host fenced unless its peers vouched for an outage of the control plane; fenced: declared lost by its lease'),
     grantedAt: z.string().nullable().describe('the last grant, answering its agent\'s renewal'),
     heldUntil: z.string().nullable().describe('until when its agent surely holds it'),
     fencedBy: z.string().nullable().describe('once not held: when the host is surely fenced (its watchdog fired, every VMM killed)')

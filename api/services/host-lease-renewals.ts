@@ -27,7 +27,7 @@ export async function renewHostLease (db: Pool, hostId: string, renewal: LeaseRe
       const held = acknowledged(leaseRecordOf(row), renewal.took, row.now, settings)
       await setLeaseHeld(tx, hostId, { ackedGrantAt: held.ackedGrantAt!, heldSince: held.heldSince!, holdsUntil: held.holdsUntil! })
     }
-    const grant = await recordLeaseGrant(tx, hostId, renewal.watchdogMs, outageGapMs(settings))
+    const grant = await recordLeaseGrant(tx, hostId, { watchdogMs: renewal.watchdogMs, termMs: settings.termMs, outageGapMs: outageGapMs(settings) })
     return { grantedAt: grant.grantedAt, termMs: settings.termMs, grantMaxAgeMs: settings.grantMaxAgeMs, peerAskMs: settings.peerAskMs, peers: grant.peers }
   })
 }

@@ -26,7 +26,7 @@
  * meanwhile.
  */
 import type { Logger } from 'pino'
-import { answersHolding, outageVouched, type PeerAnswer } from '../../domain/host-lease.js'
+import { answersHolding, DEFAULT_LEASE_SETTINGS, outageVouched, type PeerAnswer } from '../../domain/host-lease.js'
 import type { LeasePeer } from '../../domain/host-agent-api.js'
 import type { LeaseGrant } from '../../domain/host-lease-api.js'
 import { monotonicMs, type SavedLease } from './lease-file.js'
@@ -40,6 +40,7 @@ export interface LeaseKeeperSettings {
 /** What the keeper acts through: the host's watchdog, its peers and its VMMs. */
 export interface LeaseKeeperEffects {
   pet: () => void
+  /** The peer's answer; null for none in time. Never rejects. */
   askPeer: (peer: LeasePeer, timeoutMs: number) => Promise<PeerAnswer>
   /** Kills every VMM of the host. */
   fence: (reason: string) => Promise<void>
@@ -49,9 +50,6 @@ export interface LeaseKeeperEffects {
   lapsed: () => void
 }
 
-/** How long peers are given to answer before the first grant says. */
-const FIRST_PEER_ASK_MS = 1_000
-
 export class LeaseKeeper {
   /** Since when the lease has been held without a break, and until when it holds, on the host's monotonic clock; null before any grant. */
   #heldSince: number | null
@@ -59,7 +57,8 @@ export class LeaseKeeper {
   #termMs: number | null
   /** The peers the last grant named; null while no grant says (then nobody vouches). */
   #peers: LeasePeer[] | null
-  #peerAskMs = FIRST_PEER_ASK_MS
+  /** How long peers are given to answer: the default until a grant says. */
+  #peerAskMs = DEFAULT_LEASE_SETTINGS.peerAskMs
   #fenced = false
   readonly #startedAt: number
   #timer: NodeJS.Timeout | null = null
@@ -145,7 +144,7 @@ export class LeaseKeeper {
         return
       }
       const peers = this.#peers
-      const answers = peers === null ? null : await Promise.all(peers.map(async (peer) => await this.effects.askPeer(peer, this.#peerAskMs).catch(() => null)))
+      const answers = peers === null ? null : await Promise.all(peers.map(async (peer) => await this.effects.askPeer(peer, this.#peerAskMs)))
       if (answers !== null && outageVouched(answers)) {
         this.effects.pet()
         if (!this.#vouchedLogged) this.log.warn({ peers: answers.length, vouching: answers.filter((a) => a === false).length }, answers.length === 0 ? 'lease lapsed; this host has no peers, so it is never declared lost by its lease: not fencing' : 'lease lapsed, but a majority of peers cannot reach the control plane either: not fencing')
@@ -159,6 +158,8 @@ export class LeaseKeeper {
   }
 
   async #fence (answers: PeerAnswer[]): Promise<void> {
+    // A grant taken while the peers were asked ends the lapse: the host holds its lease again.
+    if (this.holds()) return
     if (this.#holdsUntil === null && this.now() - this.#startedAt < this.settings.startupGraceMs) return
     if (this.#fenced) return
     this.#fenced = true

@@ -46,24 +46,21 @@ export class LeaseRenewal {
     this.#timer = null
   }
 
-  /** One renewal; whether its grant was taken. */
-  async renew (): Promise<boolean> {
-    if (this.#inFlight) return false
+  /** One renewal, whose grant the keeper takes or refuses. */
+  async #renew (): Promise<void> {
+    if (this.#inFlight) return
     this.#inFlight = true
     const sentAt = this.keeper.clock()
     try {
       const grant = await this.#ask()
       this.#grantMaxAgeMs = grant.grantMaxAgeMs
-      const taken = this.keeper.take(grant, sentAt)
-      if (taken) this.#took = grant.grantedAt
+      if (this.keeper.take(grant, sentAt)) this.#took = grant.grantedAt
       if (this.#failing) this.log.info('lease renewed again')
       this.#failing = false
-      return taken
     } catch (err) {
       // Say it once per failing spell, not once per renewal.
       if (!this.#failing) this.log.warn({ err: (err as Error).message }, "lease not renewed: the control plane's API did not answer in time; retrying every renewal")
       this.#failing = true
-      return false
     } finally {
       this.#inFlight = false
     }
@@ -72,7 +69,7 @@ export class LeaseRenewal {
   /** A renewal nobody awaits: it never rejects, since it logs its failure and takes nothing. */
   #renewInBackground (): void {
     // eslint-disable-next-line no-void
-    void this.renew()
+    void this.#renew()
   }
 
   async #ask (): Promise<LeaseGrant> {

@@ -63,7 +63,7 @@ export function classifyExit (
     return { state: 'destroyed', exit: { cause: 'guest-poweroff', ...status }, reason: 'guest powered off' }
   }
   if (context.fencedByWatchdog === true && (status.signal === 'SIGKILL' || !observed.known)) {
-    return { state: 'failed', exit: { cause: 'fenced', ...status }, reason: "the host's watchdog fenced the host: its agent did not pet it while holding its lease" }
+    return { state: 'failed', exit: { cause: 'fenced', ...status }, reason: "the host's watchdog fenced the host: its agent stopped petting it (its lease lapsed with no majority of peers vouching, or the agent froze or crashed)" }
   }
   if (!observed.known) {
     return {

@@ -34,14 +34,11 @@ export class HostWatchdog {
   #firing = false
   #timer: NodeJS.Timeout | null = null
   #server: Server | null = null
-  #fired = 0
   #scanning = false
+  /** The mark of a firing is still to be left, before its first kill. */
+  #markPending = false
 
   constructor (private readonly settings: WatchdogSettings, private readonly log: Logger) {}
-
-  get fired (): number {
-    return this.#fired
-  }
 
   async start (): Promise<void> {
     rmSync(this.settings.socketPath, { force: true })
@@ -86,18 +83,25 @@ export class HostWatchdog {
     const silentMs = performance.now() - this.#lastPet
     if (silentMs < this.settings.timeoutMs) return
     if (!this.#firing) {
-      this.#fired++
       this.log.error({ silentMs: Math.round(silentMs) }, 'host watchdog fired: no pet in time; fencing the host (every VMM killed)')
-      markWatchdogFired(this.settings.stateDir).catch((err: unknown) => { this.log.warn({ err }, 'cannot leave the mark that the watchdog fired') })
+      this.#markPending = true
     }
     this.#firing = true
     this.#fence().catch((err: unknown) => { this.log.error({ err }, 'cannot fence the host') })
   }
 
+  /**
+   * Kills every VMM of the host. The mark goes first: an agent that sees its VMMs die reads it to
+   * record them fenced, not crashed.
+   */
   async #fence (): Promise<void> {
     if (this.#scanning) return
     this.#scanning = true
     try {
+      if (this.#markPending) {
+        await markWatchdogFired(this.settings.stateDir).catch((err: unknown) => { this.log.warn({ err }, 'cannot leave the mark that the watchdog fired') })
+        this.#markPending = false
+      }
       const vmms = await findVmmProcesses(join(this.settings.stateDir, 'vmms'))
       killVmmProcesses(vmms.values(), 'a VMM process of a host its watchdog fences', this.log)
     } finally {

@@ -11,9 +11,11 @@ import { randomUUID } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
 import type { Client } from '@temporalio/client'
 import { MockActivityEnvironment } from '@temporalio/testing'
+import { markHostLost } from '../../activities/host-fencing.js'
 import { createHostLeases } from '../../activities/host-leases.js'
 import { renewHostLease } from '../../api/services/host-lease-renewals.js'
 import type { LeaseJudgement } from '../../contract/activities.js'
+import { readmitFencedHost } from '../../db/hosts.js'
 import { insertInstance } from '../../db/instances.js'
 import { inTransaction } from '../../db/pool.js'
 import type { LeaseGrant } from '../../domain/host-lease-api.js'
@@ -80,7 +82,7 @@ describe('host leases (activities)', () => {
     return vmmId
   }
 
-  /** Grants each host's lease every 100 ms for `ms`, as heartbeats answered in time would. */
+  /** Grants each host's lease every 100 ms for `ms`, as agents' renewals answered in time would. */
   async function renewFor (hostIds: string[], ms: number, activities = leases()): Promise<void> {
     for (const end = Date.now() + ms; Date.now() < end; await sleep(100)) {
       for (const id of hostIds) await activities.grant(id)
@@ -159,6 +161,36 @@ describe('host leases (activities)', () => {
     assert.equal(judgement.lost, false)
     assert.equal(judgement.judgeAgainInMs, LEASE.termMs / 4)
     assert.equal((await leaseRow('lease-g')).status, 'active')
+  })
+
+  it('counts by the longest term it knows of: an API granting a longer term than the worker\'s is never judged early', async () => {
+    await host('lease-t')
+    const longer: LeaseSettings = { ...LEASE, termMs: 2 * LEASE.termMs }
+    const first = await renewHostLease(db.pool, 'lease-t', { watchdogMs: LEASE.watchdogMs, took: null }, longer)
+    await renewHostLease(db.pool, 'lease-t', { watchdogMs: LEASE.watchdogMs, took: first!.grantedAt }, longer)
+    const judgement = await leases().judge('lease-t')
+    assert.equal(judgement.lost, false)
+    assert.ok(judgement.judgeAgainInMs !== null && judgement.judgeAgainInMs > declareAfterMs(LEASE),
+      `judged again in ${judgement.judgeAgainInMs} ms: by the worker's own term it would be ${declareAfterMs(LEASE)} ms at most, by the grant's ${declareAfterMs(longer)} ms`)
+  })
+
+  it('re-admits a host its lease declared only once it holds a lease again, and one an operator declared too only when an operator says', async () => {
+    for (const id of ['lease-k', 'lease-l']) await host(id)
+    const activities = leases()
+    for (const id of ['lease-k', 'lease-l']) await activities.grant(id)
+    await inTransaction(db.pool, async (tx) => await markHostLost(tx, 'lease-k', 'lease', 'lease lapsed (test)'))
+    await inTransaction(db.pool, async (tx) => await markHostLost(tx, 'lease-l', 'lease', 'lease lapsed (test)'))
+    assert.equal(await readmitFencedHost(db.pool, 'lease-k', 'lease'), false, 'heard again, but holding no lease')
+    await activities.grant('lease-k')
+    await activities.grant('lease-k')
+    assert.equal(await readmitFencedHost(db.pool, 'lease-k', 'lease'), true, 'holding its lease again')
+    // An operator declares lease-l lost after its lease did: it is the operator's to re-admit.
+    await inTransaction(db.pool, async (tx) => await markHostLost(tx, 'lease-l', 'operator', 'declared by an operator (test)'))
+    assert.deepEqual([(await leaseRow('lease-l')).lost_by, (await leaseRow('lease-l')).lost_reason], ['operator', 'declared by an operator (test)'])
+    await activities.grant('lease-l')
+    await activities.grant('lease-l')
+    assert.equal(await readmitFencedHost(db.pool, 'lease-l', 'lease'), false)
+    assert.equal(await readmitFencedHost(db.pool, 'lease-l'), true)
   })
 
   it('never judges a host whose agent keeps no lease', async () => {

@@ -184,5 +184,12 @@ describe('API conveniences', { timeout: 2 * 60_000 }, () => {
     const listed = await send('GET', '/v1/instances?limit=500', undefined, {}, VIEWER_TOKEN)
     assert.equal(listed.statusCode, 200)
     assert.equal((listed.json().items as InstanceBody[]).some((i) => i.name === name), false, `${name} was created despite the 429`)
+
+    // Hosts' lease renewals are counted by no rate limit: a fleet's renewals spending one budget
+    // would have hosts refused their leases, and fence themselves.
+    for (let i = 0; i <= 2 * RATE_LIMIT; i++) {
+      const renewed = await send('PUT', '/v1/hosts/host-1/lease', { watchdogMs: 5000, took: null }, {}, AGENT_TOKEN)
+      assert.equal(renewed.statusCode, 200, `renewal ${i + 1}: ${renewed.body}`)
+    }
   })
 })

@@ -190,7 +190,7 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
           const failed = await waitForInstance(stack, instance.id, (i) => i.state === 'failed' && i.operation === null, RESTART_BOUND_MS + 30_000)
           assert.equal(failed.lastError?.code, 'HostLost', JSON.stringify(failed.lastError))
         }
-        // Not restarted by themselves: still failed a heartbeat later.
+        // Not restarted by themselves: still failed a renewal later.
         await new Promise((resolve) => setTimeout(resolve, RENEW_MS))
         for (const instance of failing) assert.equal((await waitForInstance(stack, instance.id, () => true)).state, 'failed')
       } finally {

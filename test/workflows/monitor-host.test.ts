@@ -2,10 +2,10 @@
  * A host's monitor (workflows/monitor-host.ts) in the fast layer: every heartbeat recorded; a
  * host silent past the unreachable threshold marked unreachable once, from when it was last
  * heard, and brought back by its next heartbeat; a host an operator declared lost fenced on each
- * heartbeat of its agent until readmitted; the host's lease granted at each heartbeat that asks,
- * judged once silent past its bound, and a host its lease declared lost taken back when heard
- * again; and an operator's action that arrived while the
- * previous run continued as new carried into the next run and carried out. What the records
+ * heartbeat of its agent until readmitted; the host's lease (granted by the API) judged on its
+ * own schedule, whatever heartbeats come, and a host its lease declared lost taken back when
+ * heard again; and an operator's action that arrived while the previous run continued as new
+ * carried into the next run and carried out. What the records
  * become is activities/'s (test/activities/host-fencing.test.ts); that losing contact changes no
  * instance is test/integration/unknown-is-not-dead.test.ts's, on real hosts.
  */

@@ -28,9 +28,9 @@ describe('the lease bounds', () => {
     assert.equal(peerWindowMs(S), 19_384)
   })
 
-  it('cover an acknowledged grant for less than its term by the oldest heartbeat the agent takes', () => {
+  it('cover an acknowledged grant for less than its term by the oldest renewal whose grant the agent takes', () => {
     assert.equal(coveredForMs(S), 7_762)
-    assert.ok(coveredForMs(S) > 2 * 2_000, 'two heartbeats may go missing without a break')
+    assert.ok(coveredForMs(S) > 2 * 2_000, 'two renewals may go missing without a break')
   })
 })
 
@@ -180,7 +180,8 @@ describe('leaseStateOf', () => {
     ['surely held', { now: grantedAt + 1_000, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'held', fencedBy: null }],
     ['no longer surely held, its bound ahead', { now: grantedAt + coveredForMs(S) + 1, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expiring', fencedBy }],
     ['granted but never acknowledged', { now: grantedAt + 10, keepsLease: true, grantedAt, holdsUntil: null, lostByLease: false }, { state: 'expiring', fencedBy }],
-    ['past its bound: surely fenced', { now: fencedBy, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expired', fencedBy }],
+    ['an agent that stopped keeping one, its last grant still recorded', { now: fencedBy + 5_000, keepsLease: false, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'none', fencedBy: null }],
+    ['past its bound: fenced unless its peers vouched', { now: fencedBy, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: false }, { state: 'expired', fencedBy }],
     ['declared lost by its lease', { now: fencedBy + 5_000, keepsLease: true, grantedAt, holdsUntil: grantedAt + coveredForMs(S), lostByLease: true }, { state: 'fenced', fencedBy }]
   ]
   for (const [name, host, expected] of cases) {

@@ -22,7 +22,9 @@ function keeper (options: { kept?: SavedLease, answers?: Record<string, PeerAnsw
     asked: 0,
     saved: [] as SavedLease[],
     lapses: 0,
-    answers: options.answers ?? {}
+    answers: options.answers ?? {},
+    /** What happens while the peers are being asked. */
+    whileAsking: null as (() => void) | null
   }
   const lease = new LeaseKeeper(
     { petEveryMs: 1_000, startupGraceMs: 10_000 },
@@ -30,6 +32,7 @@ function keeper (options: { kept?: SavedLease, answers?: Record<string, PeerAnsw
       pet: () => { world.pets++ },
       askPeer: async (peer) => {
         world.asked++
+        world.whileAsking?.()
         return world.answers[peer.hostId] ?? null
       },
       fence: async (reason) => { world.fences.push(reason) },
@@ -112,6 +115,13 @@ describe('LeaseKeeper', () => {
     assert.equal(world.pets, 0)
     assert.equal(world.fences.length, 1)
     assert.match(world.fences[0]!, /lease lapsed and 2 of 3 peers hold theirs, 0 did not answer/)
+  })
+
+  it('lapsed, taking a grant while its peers are asked: holds its lease again, and fences nothing', async () => {
+    const { lease, world } = lapsedKeeper({ answers: { 'host-2': true, 'host-3': true, 'host-4': true } })
+    world.whileAsking = () => { lease.take(grant(), lease.clock()) }
+    await lease.decide()
+    assert.deepEqual([world.fences.length, lease.mayStartVmms()], [0, true])
   })
 
   it('lapsed, reaching no peer: fences', async () => {
