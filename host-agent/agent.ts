@@ -12,11 +12,7 @@ import type { AgentConfig } from '../config/index.js'
 import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
 import { AgentMetrics } from './metrics.js'
-import { LeaseKeeper } from './lease/lease-keeper.js'
-import { readSavedLease, saveLease } from './lease/lease-file.js'
-import { LeaseRenewal } from './lease/lease-renewal.js'
-import { askPeer } from './lease/peers.js'
-import { openWatchdog } from './lease/watchdog.js'
+import { prepareHostLease, type HostLease } from './lease/host-lease.js'
 import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
@@ -36,12 +32,6 @@ const ADOPTED_PROCESS_POLL_MS = 1000
 const API_READY_TIMEOUT_MS = 10_000
 /** How long a kill waits for the process to exit before the caller is asked to retry. */
 const KILL_WAIT_MS = 10_000
-/** How often the lease keeper pets the watchdog or asks its peers: well inside any watchdog's timeout. */
-const LEASE_DECISION_MS = 1_000
-/** How often the lease is renewed: six times a default term (12 s), so that a few lost renewals cost nothing. */
-const LEASE_RENEW_MS = 2_000
-/** How long a started agent waits for its first grant before it fences (host-agent/lease/lease-keeper.ts). */
-const LEASE_STARTUP_GRACE_MS = 10_000
 
 export interface RunningAgent {
   app: FastifyInstance
@@ -70,8 +60,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const temporal = new TemporalGateway(config.temporal)
   const metrics = new AgentMetrics(config.hostId)
   // Made once the supervisor is, which it fences; the supervisor asks it before every new VMM.
-  let lease: LeaseKeeper | null = null
-  let renewal: LeaseRenewal | null = null
+  let lease: HostLease | null = null
   const outbox = new ReportOutbox(
     { hostId: config.hostId, retryMaxMs: config.reportRetryMaxMs },
     async (report) => {
@@ -100,44 +89,16 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     onChange: (vmm) => { outbox.notify(vmm) },
     onKill: (cause) => { metrics.vmmKilled(cause) },
     onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) },
-    refusesNewVmms: () => lease === null || lease.mayStartVmms() ? null : 'this host holds no lease from the control plane: it takes no new VMM until it does'
+    refusesNewVmms: () => lease === null || lease.keeper.mayStartVmms() ? null : 'this host holds no lease from the control plane: it takes no new VMM until it does'
   })
-  if (config.watchdog !== null) {
-    const watchdog = openWatchdog(config.watchdog.target, log)
-    // Armed before any VMM is adopted: from here the host is fenced unless its lease is kept.
-    watchdog.arm()
-    lease = new LeaseKeeper(
-      { petEveryMs: LEASE_DECISION_MS, startupGraceMs: LEASE_STARTUP_GRACE_MS },
-      {
-        pet: () => { watchdog.pet() },
-        askPeer: async (peer, timeoutMs) => await askPeer(peer, timeoutMs, config.token),
-        fence: async (reason) => {
-          metrics.hostFenced()
-          await supervisor.fenceAll(reason)
-        },
-        save: (kept) => { saveLease(config.stateDir, kept, log) },
-        lapsed: () => {
-          log.warn('host lease lapsed')
-          metrics.leaseLapsed()
-        }
-      },
-      log,
-      await readSavedLease(config.stateDir, log)
-    )
-    renewal = new LeaseRenewal(
-      { apiUrl: config.apiUrl!, hostId: config.hostId, token: config.token, watchdogMs: config.watchdog.timeoutMs, renewEveryMs: LEASE_RENEW_MS },
-      lease,
-      log
-    )
-  }
+  lease = await prepareHostLease(config, { fenceAll: async (reason) => { await supervisor.fenceAll(reason) }, metrics, log })
   metrics.readFrom({
     vmmStates: () => supervisor.all().map((vmm) => vmm.record.state),
     outboxDepth: () => outbox.pending,
-    leaseHeld: () => lease?.holds() ?? null
+    leaseHeld: () => lease?.keeper.holds() ?? null
   })
   await supervisor.start()
   lease?.start()
-  renewal?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))
 
@@ -147,7 +108,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     metrics: metrics.registry,
     health: { status: 'ok', hostId: config.hostId, startedAt },
     hostId: config.hostId,
-    lease
+    lease: lease?.keeper ?? null
   })
   await app.listen({ host: config.listenHost, port: config.listenPort })
 
@@ -173,7 +134,6 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     outbox,
     async close () {
       heartbeat.stop()
-      renewal?.stop()
       lease?.stop()
       await app.close()
       outbox.stop()

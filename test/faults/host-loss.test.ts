@@ -21,6 +21,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { declareAfterMs, DEFAULT_LEASE_SETTINGS } from '../../domain/host-lease.js'
 import { runCommand } from '../../host-agent/process/command.js'
 import { findVmmProcesses } from '../../stack/processes.js'
@@ -75,6 +76,13 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
   async function post (path: string, body?: unknown): Promise<void> {
     const answer = await api(stack).post(path, body)
     assert.ok(answer.status < 300, `POST ${path}: ${answer.status} ${JSON.stringify(answer.body)}`)
+  }
+
+  /** Deletes every instance (no grace); the instances as they were. */
+  async function deleteEveryInstance (): Promise<Instance[]> {
+    const all = (await api(stack).get<{ items: Instance[] }>('/v1/instances?limit=100')).body.items
+    for (const instance of all) await api(stack).delete(`/v1/instances/${instance.id}?graceSeconds=0`)
+    return all
   }
 
   /** Running instances on the victim (six by default), the first four restarted elsewhere on its loss. */
@@ -191,7 +199,7 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
           assert.equal(failed.lastError?.code, 'HostLost', JSON.stringify(failed.lastError))
         }
         // Not restarted by themselves: still failed a renewal later.
-        await new Promise((resolve) => setTimeout(resolve, RENEW_MS))
+        await sleep(RENEW_MS)
         for (const instance of failing) assert.equal((await waitForInstance(stack, instance.id, () => true)).state, 'failed')
       } finally {
         await loss.heal()
@@ -209,9 +217,7 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
       await post(`/v1/instances/${failing[0]!.id}/start`)
       await waitForState(stack, failing[0]!.id, 'running', 60_000)
 
-      const cleanup = await api(stack).get<{ items: Instance[] }>('/v1/instances?limit=100')
-      for (const instance of cleanup.body.items) await api(stack).delete(`/v1/instances/${instance.id}?graceSeconds=0`)
-      for (const instance of cleanup.body.items) await waitForInstance(stack, instance.id, (i) => i.state === 'destroyed', 60_000)
+      for (const instance of await deleteEveryInstance()) await waitForInstance(stack, instance.id, (i) => i.state === 'destroyed', 60_000)
     })
   }
 
@@ -219,9 +225,9 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
     const instances = await onVictim('short')
     const pids = await victimVmmProcesses()
     await cutHost(stack, VICTIM, 'drop-both')
-    await new Promise((resolve) => setTimeout(resolve, DEFAULT_LEASE_SETTINGS.termMs / 2))
+    await sleep(DEFAULT_LEASE_SETTINGS.termMs / 2)
     await healHost(stack, VICTIM)
-    await new Promise((resolve) => setTimeout(resolve, declareAfterMs(DEFAULT_LEASE_SETTINGS)))
+    await sleep(declareAfterMs(DEFAULT_LEASE_SETTINGS))
     assert.deepEqual((await victimVmmProcesses()).sort(), pids.sort(), 'the same VMM processes')
     for (const instance of instances) {
       const now = await waitForInstance(stack, instance.id, () => true)
@@ -236,13 +242,13 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
     await stack.kill('temporal', 'SIGSTOP')
     await stack.kill('postgres', 'SIGSTOP')
     try {
-      await new Promise((resolve) => setTimeout(resolve, OUTAGE_MS))
+      await sleep(OUTAGE_MS)
     } finally {
       await stack.kill('postgres', 'SIGCONT')
       await stack.kill('temporal', 'SIGCONT')
     }
     // Past the bound again after the recovery: nothing is declared, nothing moves.
-    await new Promise((resolve) => setTimeout(resolve, declareAfterMs(DEFAULT_LEASE_SETTINGS) + RENEW_MS))
+    await sleep(declareAfterMs(DEFAULT_LEASE_SETTINGS) + RENEW_MS)
     assert.deepEqual((await allVmmProcesses()).sort(), pidsBefore.sort(), 'every VMM process still runs')
     for (const instance of all) {
       const now = await waitForInstance(stack, instance.id, () => true)
@@ -256,8 +262,7 @@ describe('a lost host: its VMs come back elsewhere by themselves, and never run 
     console.log(`restarts after a host's loss, over ${LOSSES.length} cases: p50 ${percentile(restartTimes, 0.5) / 1000} s, max ${Math.max(...restartTimes) / 1000} s (bound ${RESTART_BOUND_MS / 1000} s); ${census.samples()} samples of every host's VMM processes`)
     assert.deepEqual(census.doubles(), [])
     for (const time of restartTimes) assert.ok(time <= RESTART_BOUND_MS, `a restart ${time} ms after its host's loss`)
-    const all = (await api(stack).get<{ items: Instance[] }>('/v1/instances?limit=100')).body.items
-    for (const instance of all) await api(stack).delete(`/v1/instances/${instance.id}?graceSeconds=0`)
+    await deleteEveryInstance()
     await waitUntil('every invariant to hold', async () => violationsOf(await checkInvariants(stack.info)).length === 0, { timeoutMs: 120_000 })
     const replay = await replayExecutions(stack.info)
     assert.deepEqual(replay.failures, [])

@@ -13,6 +13,7 @@ import { createWriteStream } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import { join } from 'node:path'
 import { after, afterEach, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { LeasePeer, VmmView } from '../../domain/host-agent-api.js'
 import type { LeaseGrant, LeaseRenewal } from '../../domain/host-lease-api.js'
 import { WATCHDOG_ENTRY } from '../../stack/components.js'
@@ -125,12 +126,12 @@ async function peer (hostId: string, answer: () => boolean): Promise<{ peer: Lea
   return { peer: { hostId, agentUrl: `http://127.0.0.1:${port}` }, server }
 }
 
-/** A new agent that pets a watchdog (not started yet), and the socket the watchdog is to listen on. */
-async function started (): Promise<{ socket: string }> {
+/** A new agent that pets a watchdog (not started yet), and its watchdog, listening. */
+async function started (): Promise<void> {
   api.renewals.length = 0
   api.grants.length = 0
   agent = await TestAgent.create({ lease: { watchdogSeconds: WATCHDOG_SECONDS, apiUrl: api.url } })
-  return { socket: agent.watchdogSocket }
+  await startWatchdog(agent.watchdogSocket)
 }
 
 describe('the host lease, on a real agent and watchdog', () => {
@@ -138,8 +139,7 @@ describe('the host lease, on a real agent and watchdog', () => {
   after(() => { for (const { server } of peers) server.close() })
 
   it('takes no new VMM without its lease (503, saying so), and takes them once it holds it', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     await agent.start()
     assert.equal(await holds(), false)
     const refused = await agent.request('PUT', `/v1/vmms/${crypto.randomUUID()}`, { instanceId: crypto.randomUUID(), instanceName: 'no-lease', spec: { vcpus: 1, memoryMiB: 128, boot: { kernel: 'vmlinux', initramfs: 'initrd.img' } } })
@@ -152,8 +152,7 @@ describe('the host lease, on a real agent and watchdog', () => {
   })
 
   it('renews with its token and its watchdog\'s timeout, acknowledging each grant it took in its next renewal', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     await agent.start()
     await keepGranting()
     await waitUntil('a renewal acknowledging a grant', async () => api.renewals.some((r) => r.body.took !== null), { timeoutMs: 10_000 })
@@ -164,8 +163,7 @@ describe('the host lease, on a real agent and watchdog', () => {
   })
 
   it('refuses a grant that comes later than its age allows after the renewal was sent', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     api.delayMs = GRANT_MAX_AGE_MS + 300
     api.granting = true
     await agent.start()
@@ -175,8 +173,7 @@ describe('the host lease, on a real agent and watchdog', () => {
   })
 
   it('fences its host when its lease lapses and no peer answers: every VMM killed, recorded fenced; no watchdog needed', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     await agent.start()
     await keepGranting([{ hostId: 'host-gone', agentUrl: 'http://127.0.0.1:9' }])
     const vmms = [await agent.ensureRunning(), await agent.ensureRunning()]
@@ -189,8 +186,7 @@ describe('the host lease, on a real agent and watchdog', () => {
   })
 
   it('keeps its VMMs when its lease lapses while a majority of its peers hold none either (the control plane is down)', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     await agent.start()
     const made = await Promise.all([peer('host-2', () => false), peer('host-3', () => false), peer('host-4', () => true)])
     peers = made
@@ -198,14 +194,13 @@ describe('the host lease, on a real agent and watchdog', () => {
     const vmm = await agent.ensureRunning()
     stopGranting()
     // Past the term, and past the watchdog's timeout since the last grant-backed pet.
-    await new Promise((resolve) => setTimeout(resolve, TERM_MS + (WATCHDOG_SECONDS + 2) * 1000))
+    await sleep(TERM_MS + (WATCHDOG_SECONDS + 2) * 1000)
     assert.equal((await agent.vmm(vmm.id)).state, 'running')
     assert.ok(processExists(vmm.pid!), 'the VMM still runs')
   })
 
   it('frozen while it holds its lease, is fenced by its watchdog within its timeout; the VMMs are recorded fenced once it thaws', async () => {
-    const { socket } = await started()
-    await startWatchdog(socket)
+    await started()
     await agent.start()
     await keepGranting()
     const vmm: VmmView = await agent.ensureRunning()

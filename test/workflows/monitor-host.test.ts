@@ -11,6 +11,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { HostAnnouncement } from '../../domain/host.js'
 import { hostWorkflowId } from '../../domain/ids.js'
 import { declareHostLostSignal, hostHeartbeatSignal, readmitHostSignal } from '../../contract/messages.js'
@@ -54,7 +55,7 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
     await heardSaying('host-a', 'heartbeat')
     await heardSaying('host-a', 'unreachable', 2)
     // Left silent for another threshold and more: still marked once.
-    await new Promise((resolve) => setTimeout(resolve, 2 * UNREACHABLE_AFTER_MS))
+    await sleep(2 * UNREACHABLE_AFTER_MS)
     await handle.signal(hostHeartbeatSignal, announcement('host-a'))
     await heardSaying('host-a', 'heartbeat', 2)
     const actions = actionsOf('host-a')
@@ -106,7 +107,7 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
       const handle = await monitor('host-l')
       await handle.signal(hostHeartbeatSignal, leased('host-l'))
       await heardSaying('host-l', 'judge', 2)
-      await new Promise((resolve) => setTimeout(resolve, 2 * declareAfterMs(LEASE)))
+      await sleep(2 * declareAfterMs(LEASE))
       assert.deepEqual(actionsOf('host-l'), ['heartbeat', 'judge: again in 200', 'judge: again in never'], 'not judged again once told never')
       await handle.signal(hostHeartbeatSignal, leased('host-l'))
       await heardSaying('host-l', 'judge', 3)
@@ -131,7 +132,7 @@ describe('host monitors (workflow logic)', { timeout: 60_000 }, () => {
       const handle = await monitor('host-o')
       await handle.signal(hostHeartbeatSignal, announcement('host-o'))
       await heardSaying('host-o', 'heartbeat')
-      await new Promise((resolve) => setTimeout(resolve, 2 * declareAfterMs(LEASE)))
+      await sleep(2 * declareAfterMs(LEASE))
       assert.deepEqual(actionsOf('host-o'), ['heartbeat'])
       await handle.terminate('the test is done')
     })
