@@ -1,7 +1,9 @@
 /**
  * The API as a Fastify plugin (fastify/demo's layout): shared plugins first (problem details and
  * the route contract, then metrics, before any route they shape or instrument), then the public
- * routes, then everything under `/v1` behind the bearer token and its rate limit.
+ * routes, then everything under `/v1` behind the bearer token, the policy, the rate limit and the
+ * audit trail. A project's routes are registered twice: under `/v1/projects/{project}`, and
+ * unscoped under `/v1` for the `default` project, deprecated (docs/design.md §18).
  */
 import websocket from '@fastify/websocket'
 import type { FastifyInstance } from 'fastify'
@@ -9,7 +11,8 @@ import { validatorCompiler } from 'fastify-type-provider-zod'
 import type { ApiConfig } from '../config/index.js'
 import { jsonSerializerCompiler } from '../http/json-serializer.js'
 import { routeContract } from '../http/route-contract.js'
-import { requireToken } from './plugins/auth.js'
+import audit from './plugins/audit.js'
+import { authorize } from './plugins/auth.js'
 import database from './plugins/database.js'
 import hostAgents from './plugins/host-agents.js'
 import idempotency from './plugins/idempotency.js'
@@ -21,6 +24,7 @@ import rateLimit from './plugins/rate-limit.js'
 import { apiRouteContract } from './plugins/route-contract.js'
 import temporal from './plugins/temporal.js'
 import admin from './routes/admin.js'
+import auditRoutes from './routes/audit.js'
 import consoleRoutes from './routes/console.js'
 import health from './routes/health.js'
 import hosts from './routes/hosts.js'
@@ -28,6 +32,9 @@ import images from './routes/images.js'
 import instances from './routes/instances.js'
 import networks from './routes/networks.js'
 import operations from './routes/operations.js'
+import projects from './routes/projects.js'
+import tokens from './routes/tokens.js'
+import type { RouteScope } from './schemas/projects.js'
 import instanceRequests from './services/instance-requests.js'
 import instancesRepository from './services/instances-repository.js'
 
@@ -53,15 +60,28 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   await fastify.register(openapi)
   await fastify.register(health)
   await fastify.register(async (v1) => {
-    await v1.register(requireToken, { tokens: { ...opts.tokens, host: opts.agentToken } })
+    await v1.register(authorize, { tokens: { ...opts.tokens, host: opts.agentToken } })
     await v1.register(rateLimit, { perMinute: opts.rateLimitPerMinute })
+    await v1.register(audit)
     v1.addHook('preHandler', fastify.idempotent)
-    await v1.register(instances)
-    await v1.register(consoleRoutes)
-    await v1.register(operations)
+    await v1.register(async (scoped) => { await registerProjectRoutes(scoped, { scoped: true }) }, { prefix: '/projects/:project' })
+    await v1.register(async (unscoped) => {
+      unscoped.addHook('onRoute', (route) => { route.schema = { ...route.schema, deprecated: true } })
+      await registerProjectRoutes(unscoped, { scoped: false })
+    })
+    await v1.register(projects)
+    await v1.register(tokens)
+    await v1.register(auditRoutes)
     await v1.register(hosts, { lease: opts.lease })
-    await v1.register(networks)
     await v1.register(images)
     await v1.register(admin)
   }, { prefix: '/v1' })
+}
+
+/** The routes of what a project owns: its instances (and their consoles), operations and networks. */
+async function registerProjectRoutes (scope: FastifyInstance, options: RouteScope): Promise<void> {
+  await scope.register(instances, options)
+  await scope.register(consoleRoutes, options)
+  await scope.register(operations, options)
+  await scope.register(networks, options)
 }

@@ -46,7 +46,7 @@ export class ApiClient {
   }
 
   /** A request that changes something: POST or DELETE, with this invocation's Idempotency-Key. */
-  async change<T> (method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  async change<T> (method: 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown): Promise<T> {
     return await this.request<T>(method, path, body, { 'idempotency-key': this.idempotencyKey })
   }
 

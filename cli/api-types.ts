@@ -8,6 +8,7 @@ import type { acceptedSchema, eventListSchema, eventSchema, instanceListSchema, 
 import type { imageListSchema, imageSchema } from '../api/schemas/images.js'
 import type { networkListSchema, networkSchema } from '../api/schemas/networks.js'
 import type { operationSchema } from '../api/schemas/operations.js'
+import type { newTokenSchema, projectListSchema, projectSchema, quotasSchema, tokenListSchema, tokenSchema } from '../api/schemas/projects.js'
 
 export type Instance = z.infer<typeof instanceSchema>
 export type InstanceList = z.infer<typeof instanceListSchema>
@@ -21,3 +22,9 @@ export type Network = z.infer<typeof networkSchema>
 export type NetworkList = z.infer<typeof networkListSchema>
 export type Image = z.infer<typeof imageSchema>
 export type ImageList = z.infer<typeof imageListSchema>
+export type Project = z.infer<typeof projectSchema>
+export type ProjectList = z.infer<typeof projectListSchema>
+export type Quotas = z.infer<typeof quotasSchema>
+export type Token = z.infer<typeof tokenSchema>
+export type NewToken = z.infer<typeof newTokenSchema>
+export type TokenList = z.infer<typeof tokenListSchema>

@@ -10,6 +10,7 @@ import { addImageCommands } from './commands/images.js'
 import { addInstanceCommands } from './commands/instances.js'
 import { addNetworkCommands } from './commands/networks.js'
 import { addOperationCommands } from './commands/operations.js'
+import { addProjectCommands } from './commands/projects.js'
 import { CliError, EXIT, EXIT_CODES_HELP, oneLine, UsageError, type ExitCode } from './errors.js'
 import { OUTPUT_FORMATS } from './output.js'
 
@@ -17,6 +18,7 @@ const ENVIRONMENT_HELP = `Environment:
   VMPLANE_URL       the API's base URL, or its replicas' separated by commas (default: apiUrl in
                     <data>/run/stack.json)
   VMPLANE_TOKEN     the bearer token (default: apiToken in <data>/run/stack.json, else <data>/api-token)
+  VMPLANE_PROJECT   the project instances, networks and operations are in (default: default)
   VMPLANE_DATA_DIR  the dev stack's data directory, <data> above (default: .vmplane)`
 
 /**
@@ -48,12 +50,14 @@ export function buildProgram (): Command {
     .version(packageVersion())
     .option('--url <url>', "the API's base URL, or its replicas' separated by commas, tried in turn (overrides VMPLANE_URL)")
     .option('--token <token>', 'the bearer token (overrides VMPLANE_TOKEN)')
+    .addOption(new Option('--project <project>', 'the project (by name or ID) instances, networks and operations are in').env('VMPLANE_PROJECT').default('default'))
     .addOption(new Option('-o, --output <format>', 'table for people, json (the API\'s own) for scripts').choices(OUTPUT_FORMATS).default('table'))
     .exitOverride()
     .configureOutput({ outputError: () => {} })
     .addHelpText('after', `\n${ENVIRONMENT_HELP}\n\n${EXIT_CODES_HELP}`)
   // Added after the settings above, which the subcommands inherit.
   addInstanceCommands(program)
+  addProjectCommands(program)
   addHostCommands(program)
   addNetworkCommands(program)
   addImageCommands(program)

@@ -3,7 +3,7 @@
  * "why is it in this state?": the state beside the intended one, the operation in flight, its
  * VMM and host, the last error and the current conditions, in that order.
  */
-import type { Accepted, Host, Image, Instance, InstanceEvent, Network, Operation } from './api-types.js'
+import type { Accepted, Host, Image, Instance, InstanceEvent, Network, NewToken, Operation, Project, Quotas, Token } from './api-types.js'
 import { fields, seconds, table, timestamp } from './output.js'
 
 export function instanceDetail (instance: Instance): string {
@@ -158,4 +158,31 @@ export function imageTable (images: Image[]): string {
     ['NAME', 'FORMAT', 'VIRTUAL SIZE', 'SHA256', 'HOSTS'],
     images.map((i) => [i.name, i.format, `${(i.virtualSizeBytes / 1024 ** 3).toFixed(1)} GiB`, i.sha256.slice(0, 12), i.hosts.join(',')])
   )
+}
+
+export function projectTable (projects: Project[]): string {
+  return table(['NAME', 'ID', 'CREATED'], projects.map((p) => [p.name, p.id, timestamp(p.createdAt)]))
+}
+
+export function quotasTable ({ limits, use }: Quotas): string {
+  return table(['RESOURCE', 'USED', 'LIMIT'], Object.entries(use).map(([resource, used]) => [resource, String(used), limits[resource] === null ? 'none' : String(limits[resource])]))
+}
+
+export function tokenTable (tokens: Token[]): string {
+  return table(
+    ['NAME', 'ROLE', 'EXPIRES', 'REVOKED', 'ID'],
+    tokens.map((t) => [t.name, t.role, timestamp(t.expiresAt), t.revokedAt === null ? '-' : timestamp(t.revokedAt), t.id])
+  )
+}
+
+/** A new token, with the one time its secret is shown. */
+export function newTokenDetail (token: NewToken): string {
+  return fields([
+    ['token', token.token],
+    ['name', token.name],
+    ['role', token.role],
+    ['id', token.id],
+    ['expires', timestamp(token.expiresAt)],
+    ['note', 'shown this once: only its hash is kept']
+  ])
 }

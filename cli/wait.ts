@@ -4,8 +4,8 @@
  * operation running: only the CLI stops watching.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ApiClient } from './api-client.js'
 import type { Instance, Operation } from './api-types.js'
+import type { Context } from './context.js'
 import { ApiError, CliError, EXIT } from './errors.js'
 import type { Progress } from './progress.js'
 
@@ -19,7 +19,7 @@ export interface Outcome {
 }
 
 export async function waitForOperation (
-  api: ApiClient,
+  { api, project }: Context,
   started: Outcome,
   timeoutMs: number,
   progress: Progress
@@ -36,8 +36,8 @@ export async function waitForOperation (
       await sleep(Math.min(POLL_INTERVAL_MS, left))
       try {
         // The operation first: once it has ended, the instance read after it shows the end state.
-        operation = await api.get<Operation>(`/v1/operations/${operation.id}`)
-        instance = await api.get<Instance>(`/v1/instances/${instance.id}`)
+        operation = await api.get<Operation>(`${project}/operations/${operation.id}`)
+        instance = await api.get<Instance>(`${project}/instances/${instance.id}`)
       } catch (error) {
         // Polling too fast for a rate limit is no reason to give up on the operation.
         if (!(error instanceof ApiError) || error.status !== 429) throw error

@@ -35,14 +35,15 @@ export async function findInstanceViewRow (db: Queryable, id: string): Promise<I
 }
 
 /**
- * Instances after position `afterSeq`, oldest first, `limit` at most: those in `state`, or, without
- * one, those not destroyed. Two statements, each with its own index (`instances_state_seq`,
- * `instances_live_seq`), so that no page steps over destroyed rows, and so that the plan
- * PostgreSQL keeps for the prepared statement (db/pool.ts) need not serve both.
+ * A project's instances after position `afterSeq`, oldest first, `limit` at most: those in
+ * `state`, or, without one, those not destroyed. Two statements, each with its own index
+ * (`instances_project_state_seq`, `instances_project_live_seq`), so that no page steps over
+ * destroyed rows, and so that the plan PostgreSQL keeps for the prepared statement (db/pool.ts)
+ * need not serve both.
  */
-export async function instanceViewRowsAfter (db: Queryable, page: { state: InstanceState | null, afterSeq: number, limit: number }): Promise<InstanceViewRow[]> {
+export async function instanceViewRowsAfter (db: Queryable, page: { projectId: string, state: InstanceState | null, afterSeq: number, limit: number }): Promise<InstanceViewRow[]> {
   const { rows } = page.state === null
-    ? await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.destroyed_at IS NULL AND i.seq > $1 ORDER BY i.seq LIMIT $2`, [page.afterSeq, page.limit])
-    : await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.state = $1 AND i.seq > $2 ORDER BY i.seq LIMIT $3`, [page.state, page.afterSeq, page.limit])
+    ? await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.project_id = $1 AND i.destroyed_at IS NULL AND i.seq > $2 ORDER BY i.seq LIMIT $3`, [page.projectId, page.afterSeq, page.limit])
+    : await db.query(`${INSTANCE_VIEW_QUERY} WHERE i.project_id = $1 AND i.state = $2 AND i.seq > $3 ORDER BY i.seq LIMIT $4`, [page.projectId, page.state, page.afterSeq, page.limit])
   return rows
 }

@@ -28,17 +28,23 @@
  *   is the smallest any host announces (they mount the same storage). Creates that add disks are
  *   serialised on an advisory lock while they check that the disks fit, so two cannot both take
  *   the last room. The rows are the reservation: space comes back when they are destroyed.
+ * - Quotas. The instance is charged to its project with its rows, in their transaction, once
+ *   (db/quotas.ts), and given back when it is destroyed, with its disks and addresses.
  */
 import type { PoolClient, Queryable } from './pool.js'
 import type { Instance } from '../domain/instance.js'
 import { macOf } from '../domain/interfaces.js'
 import type { NewDisk, NewInstance, NewInterface } from '../domain/requests.js'
 import type { VmmRecord } from '../domain/vmm.js'
+import { chargeOf, DEFAULT_PROJECT_ID, type QuotaResource, type QuotaUse } from '../domain/projects.js'
+import { chargeInstance, releaseChargesOfDestroyed, type ProjectQuotas } from './quotas.js'
 import { INSTANCE_COLUMNS, toInstance, vmmOfJson } from './rows.js'
 
 /** Why the rows could not be inserted; the API answers with it, naming the field. */
 export type InsertProblem =
   | { kind: 'name-taken' }
+  | { kind: 'project-gone' }
+  | { kind: 'over-quota', exceeded: QuotaResource[], quotas: ProjectQuotas, charge: QuotaUse }
   | { kind: 'storage-full', disk: number, message: string }
   | { kind: 'network-gone' | 'address-invalid' | 'address-taken' | 'no-free-address' | 'mac-taken', interface: number, message: string }
 
@@ -48,15 +54,22 @@ export type InsertOutcome = { inserted: true } | { inserted: false, problem: Ins
 const STORAGE_LOCK = 0x766d_7064 // "vmpd"
 
 export async function insertInstance (tx: PoolClient, id: string, spec: NewInstance): Promise<InsertOutcome> {
+  const projectId = spec.projectId ?? DEFAULT_PROJECT_ID
   const result = await tx.query(
-    `INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, restart_policy, on_host_failure, state, intended_state, cloud_init)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'creating', $9, $10)
+    `INSERT INTO instances (id, project_id, name, vcpus, memory_mib, boot, stop_grace_seconds, restart_policy, on_host_failure, state, intended_state, cloud_init)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'creating', $10, $11)
      ON CONFLICT DO NOTHING`,
-    [id, spec.name, spec.vcpus, spec.memoryMiB, JSON.stringify(spec.boot), spec.stopGraceSeconds, spec.restartPolicy,
+    [id, projectId, spec.name, spec.vcpus, spec.memoryMiB, JSON.stringify(spec.boot), spec.stopGraceSeconds, spec.restartPolicy,
       spec.onHostFailure ?? 'fail', spec.intendedState, spec.cloudInit === undefined || spec.cloudInit === null ? null : JSON.stringify(spec.cloudInit)]
   )
   if (result.rowCount !== 1) {
     return await instanceExists(tx, id) ? { inserted: true } : { inserted: false, problem: { kind: 'name-taken' } }
+  }
+  // Charged with its rows, in their transaction: refused, the caller rolls it all back (db/quotas.ts).
+  const charge = chargeOf(spec)
+  const charged = await chargeInstance(tx, id, projectId, charge)
+  if (!charged.charged) {
+    return { inserted: false, problem: charged.reason === 'project-gone' ? { kind: 'project-gone' } : { kind: 'over-quota', exceeded: charged.exceeded, quotas: charged.quotas, charge } }
   }
   const disks = spec.disks ?? []
   const storage = await checkStorage(tx, disks)
@@ -157,6 +170,12 @@ async function lowestFreeAddress (tx: PoolClient, networkId: string): Promise<st
   return rows[0]?.ip ?? null
 }
 
+/** The ID of the project that owns the instance; null for an instance that does not exist. */
+export async function projectOfInstance (db: Queryable, id: string): Promise<string | null> {
+  const { rows } = await db.query('SELECT project_id FROM instances WHERE id = $1', [id])
+  return rows[0]?.project_id ?? null
+}
+
 export async function instanceExists (db: Queryable, id: string): Promise<boolean> {
   const existing = await db.query('SELECT 1 FROM instances WHERE id = $1', [id])
   return existing.rowCount === 1
@@ -227,13 +246,14 @@ export async function updateRuntimeFields (tx: PoolClient, id: string, set: Runt
   )
 }
 
-/** Frees a destroyed instance's disks' space and its interfaces' addresses and MACs. */
+/** Frees a destroyed instance's disks' space, its interfaces' addresses and MACs, and its project's quota. */
 export async function releaseDevicesOf (tx: PoolClient, instanceId: string): Promise<void> {
   await tx.query('UPDATE disks SET destroyed_at = now() WHERE instance_id = $1 AND destroyed_at IS NULL', [instanceId])
   await tx.query('UPDATE interfaces SET released_at = now() WHERE instance_id = $1 AND released_at IS NULL', [instanceId])
+  await releaseChargesOfDestroyed(tx, instanceId)
 }
 
-/** Addresses and disk space still held for destroyed instances: released; how many. */
+/** Addresses, disk space and quota still held for destroyed instances: released; how many. */
 export async function releaseDevicesOfDestroyedInstances (db: Queryable): Promise<number> {
   const addresses = await db.query(
     'UPDATE interfaces n SET released_at = now() FROM instances i WHERE n.instance_id = i.id AND i.destroyed_at IS NOT NULL AND n.released_at IS NULL'
@@ -241,7 +261,7 @@ export async function releaseDevicesOfDestroyedInstances (db: Queryable): Promis
   const disks = await db.query(
     'UPDATE disks d SET destroyed_at = now() FROM instances i WHERE d.instance_id = i.id AND i.destroyed_at IS NOT NULL AND d.destroyed_at IS NULL'
   )
-  return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0)
+  return (addresses.rowCount ?? 0) + (disks.rowCount ?? 0) + await releaseChargesOfDestroyed(db, null)
 }
 
 /** Marks the instance's disks made: a VMM of it runs, and a VMM runs only once its disks are made. */

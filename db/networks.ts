@@ -1,7 +1,8 @@
 /**
  * Networks: IPv4 address spaces the instances' interfaces take their addresses from
- * (db/instances.ts allocates them). PostgreSQL keeps live networks' names unique and their
- * ranges apart (`networks_no_overlap`); a network with live interfaces cannot be deleted.
+ * (db/instances.ts allocates them), each owned by a project. PostgreSQL keeps live networks'
+ * names unique in their project and their ranges apart across the fleet (`networks_no_overlap`);
+ * a network with live interfaces cannot be deleted, and none is made in a project being deleted.
  */
 import { inTransaction, type Pool } from './pool.js'
 
@@ -16,7 +17,7 @@ export interface Network {
   createdAt: string
 }
 
-export type NetworkInsertProblem = { kind: 'name-taken' } | { kind: 'overlaps', with: string }
+export type NetworkInsertProblem = { kind: 'name-taken' } | { kind: 'overlaps', with: string } | { kind: 'project-gone' }
 
 const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.created_at,
   (SELECT count(*) FROM interfaces i WHERE i.network_id = n.id AND i.released_at IS NULL)::int AS in_use,
@@ -34,13 +35,17 @@ function toNetwork (row: Record<string, any>): Network {
   }
 }
 
-export async function insertNetwork (db: Pool, network: { id: string, name: string, cidr: string, gateway: string }): Promise<Network | NetworkInsertProblem> {
+export async function insertNetwork (db: Pool, network: { id: string, projectId: string, name: string, cidr: string, gateway: string }): Promise<Network | NetworkInsertProblem> {
   const client = await db.connect()
   try {
-    await client.query(
-      'INSERT INTO networks (id, name, cidr, gateway) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING',
-      [network.id, network.name, network.cidr, network.gateway]
+    // The project's quotas row, shared-locked: a project's deletion locks and deletes it (db/projects.ts).
+    const inserted = await client.query(
+      `INSERT INTO networks (id, project_id, name, cidr, gateway)
+       SELECT $1, $2, $3, $4, $5 FROM project_quotas WHERE project_id = $2 FOR SHARE
+       ON CONFLICT (id) DO NOTHING`,
+      [network.id, network.projectId, network.name, network.cidr, network.gateway]
     )
+    if (inserted.rowCount === 0 && (await client.query('SELECT 1 FROM networks WHERE id = $1', [network.id])).rowCount === 0) return { kind: 'project-gone' }
   } catch (err) {
     const { code, constraint } = err as { code?: string, constraint?: string }
     if (code === '23505' && constraint === 'networks_live_name') return { kind: 'name-taken' }
@@ -55,26 +60,27 @@ export async function insertNetwork (db: Pool, network: { id: string, name: stri
   } finally {
     client.release()
   }
-  return (await findNetwork(db, network.id))!
+  return (await findNetwork(db, network.projectId, network.id))!
 }
 
-export async function listNetworks (db: Pool): Promise<Network[]> {
-  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL ORDER BY n.name`)
+/** The project's live networks, by name. */
+export async function listNetworks (db: Pool, projectId: string): Promise<Network[]> {
+  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND n.project_id = $1 ORDER BY n.name`, [projectId])
   return rows.map(toNetwork)
 }
 
-/** A live network by ID or by name. */
-export async function findNetwork (db: Pool, idOrName: string): Promise<Network | null> {
-  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND ${matchOf(idOrName)}`, [idOrName])
+/** A live network of the project, by ID or by name. */
+export async function findNetwork (db: Pool, projectId: string, idOrName: string): Promise<Network | null> {
+  const { rows } = await db.query(`SELECT ${NETWORK_COLUMNS} FROM networks n WHERE n.deleted_at IS NULL AND n.project_id = $2 AND ${matchOf(idOrName)}`, [idOrName, projectId])
   return rows.length === 0 ? null : toNetwork(rows[0])
 }
 
 /**
- * The ID of a live network, by ID or by name: what a create needs, without counting the
- * addresses in use, which grows with the instances in the network.
+ * The ID of a live network of the project, by ID or by name: what a create needs, without
+ * counting the addresses in use, which grows with the instances in the network.
  */
-export async function findNetworkId (db: Pool, idOrName: string): Promise<string | null> {
-  const { rows } = await db.query(`SELECT n.id FROM networks n WHERE n.deleted_at IS NULL AND ${matchOf(idOrName)}`, [idOrName])
+export async function findNetworkId (db: Pool, projectId: string, idOrName: string): Promise<string | null> {
+  const { rows } = await db.query(`SELECT n.id FROM networks n WHERE n.deleted_at IS NULL AND n.project_id = $2 AND ${matchOf(idOrName)}`, [idOrName, projectId])
   return rows.length === 0 ? null : rows[0].id
 }
 

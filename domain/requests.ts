@@ -25,6 +25,8 @@ export interface NewInterface {
 
 /** Everything the instance's rows are made of, so the workflow can ensure they exist. */
 export interface NewInstance extends InstanceShape {
+  /** The project that owns it; absent in histories recorded before projects: `default`. */
+  projectId?: string
   name: string
   stopGraceSeconds: number
   restartPolicy: RestartPolicy

@@ -18,7 +18,7 @@ import type { RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { z, type ZodType } from 'zod'
 
-type Route = Pick<RouteOptions, 'url' | 'method'>
+type Route = Pick<RouteOptions, 'url' | 'method' | 'config'>
 
 export interface RouteContract {
   /** The error statuses a route of this server may answer beyond those of any server's routes. */

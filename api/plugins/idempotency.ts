@@ -49,7 +49,7 @@ export type NewId = (purpose: string) => string
 declare module 'fastify' {
   interface FastifyRequest {
     newId: NewId
-    idempotency: { key: string, hash: string } | null
+    idempotency: { key: string, hash: string, principal: string } | null
   }
 }
 
@@ -63,26 +63,29 @@ function requestHash (request: FastifyRequest): string {
   return createHash('sha256').update(JSON.stringify([request.method, url.pathname + url.search, request.body ?? null])).digest('hex')
 }
 
-/** Who the key belongs to; only the operator token may change anything, so one principal. */
-const PRINCIPAL = 'api'
-
 export default fp(async (fastify) => {
-  /** This process, as the maker of claims, and the keys of its requests in progress. */
+  /**
+   * This process, as the maker of claims, and the keys of its requests in progress, by their
+   * principal: a key belongs to the token that sent it (its ID), so two tokens' keys never meet.
+   */
   const processId = randomUUID()
-  const inProgress = new Set<string>()
+  const inProgress = new Map<string, Set<string>>()
+  const isInProgress = (principal: string, key: string): boolean => inProgress.get(principal)?.has(key) === true
   const renewal = setInterval(() => {
-    if (inProgress.size === 0) return
-    // A renewal PostgreSQL missed is made up by the next, within the lease.
-    renewClaims(fastify.db, PRINCIPAL, [...inProgress], processId, CLAIM_LEASE_SECONDS).catch((err: unknown) => { fastify.log.warn({ err }, 'could not renew the claims of Idempotency-Keys in progress') })
+    for (const [principal, keys] of inProgress) {
+      // A renewal PostgreSQL missed is made up by the next, within the lease.
+      renewClaims(fastify.db, principal, [...keys], processId, CLAIM_LEASE_SECONDS).catch((err: unknown) => { fastify.log.warn({ err }, 'could not renew the claims of Idempotency-Keys in progress') })
+    }
   }, CLAIM_RENEW_MS)
   fastify.addHook('onClose', async () => { clearInterval(renewal) })
   fastify.decorateRequest('idempotency', null)
   fastify.decorateRequest('newId', () => { throw new Error('newId is set by the onRequest hook') })
   // A function of its own per request, so handlers can pass it on unbound.
   fastify.addHook('onRequest', async (request) => {
+    // The token's ID is part of it: two tokens sending the same key make different things.
     request.newId = (purpose: string) => request.idempotency === null
       ? randomUUID()
-      : uuidv5(`${request.idempotency.key}\n${purpose}`, KEY_NAMESPACE)
+      : uuidv5(`${request.idempotency.principal}\n${request.idempotency.key}\n${purpose}`, KEY_NAMESPACE)
   })
 
   /** A preHandler hook for mutating routes: replays, refuses, or lets the request through. */
@@ -95,17 +98,18 @@ export default fp(async (fastify) => {
       ])
     }
     const hash = requestHash(request)
+    const principal = request.principal.tokenId
     // Claims the key, binding it to this request; or, for this request only, takes over a claim
     // that was given back, lapsed, or that this process left.
     const claimed = await claimKey(fastify.db, {
-      principal: PRINCIPAL, key, processId, requestHash: hash, leaseSeconds: CLAIM_LEASE_SECONDS, ownClaimInProgress: inProgress.has(key)
+      principal, key, processId, requestHash: hash, leaseSeconds: CLAIM_LEASE_SECONDS, ownClaimInProgress: isInProgress(principal, key)
     })
     if (claimed) {
-      request.idempotency = { key, hash }
-      inProgress.add(key)
+      request.idempotency = { key, hash, principal }
+      inProgress.set(principal, (inProgress.get(principal) ?? new Set()).add(key))
       return
     }
-    const kept = await readKey(fastify.db, PRINCIPAL, key)
+    const kept = await readKey(fastify.db, principal, key)
     if (kept !== null && kept.requestHash !== hash) {
       throw new ApiProblem(422, 'Unprocessable Content', `Idempotency-Key ${key} was used for another request`)
     }
@@ -121,15 +125,17 @@ export default fp(async (fastify) => {
   // trying again is what a key is for, so the claim is given back, to this request alone.
   fastify.addHook('onSend', async (request, reply, payload) => {
     if (request.idempotency === null || reply.getHeader('idempotency-replayed') !== undefined) return payload
-    const { key, hash } = request.idempotency
-    inProgress.delete(key)
+    const { key, hash, principal } = request.idempotency
+    const keys = inProgress.get(principal)
+    keys?.delete(key)
+    if (keys?.size === 0) inProgress.delete(principal)
     if (reply.statusCode >= 500) {
       // PostgreSQL may be what failed: the claim then lapses on its own.
-      await giveBackClaim(fastify.db, { principal: PRINCIPAL, key, processId }).catch(() => {})
+      await giveBackClaim(fastify.db, { principal, key, processId }).catch(() => {})
       return payload
     }
     await keepAnswer(fastify.db, {
-      principal: PRINCIPAL,
+      principal,
       key,
       requestHash: hash,
       status: reply.statusCode,

@@ -19,6 +19,7 @@ const passSchema = z.object({
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   fastify.post('/admin/reconcile', {
+    config: { action: 'fleet.write' },
     schema: {
       tags: ['admin'],
       summary: 'Run a reconciler pass now',
@@ -30,6 +31,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.get('/admin/reconcile', {
+    config: { action: 'fleet.read' },
     schema: {
       tags: ['admin'],
       summary: "The reconciler's last passes, newest first",

@@ -1,10 +1,11 @@
 /**
- * `/v1/instances/:id/console`: an instance's serial console, relayed API → host agent → VMM.
+ * `/v1/projects/{project}/instances/:id/console` (and the unscoped `/v1/instances/:id/console`,
+ * the `default` project's): an instance's serial console, relayed API → host agent → VMM.
  *
  * - `GET …/console/log?bytes=` is the end of the serial log of the instance's VMM (its active one,
  *   or its latest: a stopped instance's last boot, while its agent keeps the VMM's record).
- * - `GET …/console` upgraded to a WebSocket is the interactive console of its running VMM, for an
- *   operator's token only: bytes both ways, to the agent's WebSocket for that VMM
+ * - `GET …/console` upgraded to a WebSocket is the interactive console of its running VMM, for a
+ *   token that may change the project's resources (a viewer may not type into a guest): bytes both ways, to the agent's WebSocket for that VMM
  *   (host-agent/http/console-routes.ts), which holds the one connection Cloud Hypervisor's
  *   serial socket allows. Either side closing closes the other; a refusal closes the WebSocket
  *   with 4000 + the HTTP status it stands for (4403, 4404, 4409, 4503) and the reason.
@@ -19,6 +20,10 @@ import { urlInteger } from '../../domain/url-integer.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { problemContent } from '../plugins/route-contract.js'
 import { idParamsSchema } from '../schemas/common.js'
+import { paramsIn, type RouteScope } from '../schemas/projects.js'
+import { instanceOfTheProject } from '../services/project-scope.js'
+import { decide } from '../../domain/access-policy.js'
+import { rolesThatMay } from '../plugins/auth.js'
 
 const tags = ['instances']
 
@@ -32,7 +37,9 @@ const consoleLogQuery = z.strictObject({
   bytes: urlInteger(1, 1024 * 1024).default(64 * 1024).describe('how much of the end of the log, at most 1 MiB')
 })
 
-const routes: FastifyPluginAsyncZod = async (fastify) => {
+const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
+  const withId = paramsIn(scope, idParamsSchema)
+  fastify.addHook('preHandler', instanceOfTheProject(fastify.db))
   async function target (instanceId: string): Promise<ConsoleTarget> {
     const { instanceExists, vmm } = await consoleVmmOf(fastify.db, instanceId)
     if (!instanceExists) throw new ApiProblem(404, 'Not Found', `instance ${instanceId} does not exist`)
@@ -46,10 +53,11 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }
 
   fastify.get('/instances/:id/console/log', {
+    config: { action: 'project.read' },
     schema: {
       tags,
       summary: "The end of the serial log of the instance's VMM (its active one, or its last)",
-      params: idParamsSchema,
+      params: withId,
       querystring: consoleLogQuery,
       produces: ['text/plain'],
       response: { 200: z.string().describe('what the guest printed, as text') }
@@ -72,10 +80,12 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   fastify.route({
     method: 'GET',
     url: '/instances/:id/console',
+    // Read to connect; typing needs the project's write (checked in the handler, as a close code).
+    config: { action: 'project.read' },
     schema: {
       tags,
-      summary: "The interactive serial console of the instance's running VMM, as a WebSocket (operator token): what the guest prints, and what is sent goes to it",
-      params: idParamsSchema,
+      summary: "The interactive serial console of the instance's running VMM, as a WebSocket (a token that may change the project's resources): what the guest prints, and what is sent goes to it",
+      params: withId,
       response: { 426: problemContent }
     },
     handler: async () => { throw new ApiProblem(426, 'Upgrade Required', 'the console is a WebSocket: connect with an Upgrade: websocket request') },
@@ -83,7 +93,9 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
       const { id } = request.params as { id: string }
       const input = holdMessages(socket)
       try {
-        if (request.role !== 'operator') throw new ApiProblem(403, 'Forbidden', 'the interactive console needs an operator token')
+        if (decide(request.principal, 'project.write', request.project!.id) !== 'allow') {
+          throw new ApiProblem(403, 'Forbidden', `the interactive console needs a token of role ${rolesThatMay('project.write').join(', ')}`)
+        }
         const { token } = agents()
         const vmm = await target(id)
         if (vmm.state !== 'running' && vmm.state !== 'rebooting' && vmm.state !== 'stopping') {

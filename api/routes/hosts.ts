@@ -28,14 +28,17 @@ const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, 
   }
 
   fastify.get('/hosts', {
+    config: { action: 'fleet.read' },
     schema: { tags, summary: 'List hosts, with their cordon and latest drain', response: { 200: hostListSchema } }
   }, async () => ({ items: await fastify.instancesRepository.listHosts() }))
 
   fastify.get('/hosts/:id', {
+    config: { action: 'fleet.read' },
     schema: { tags, summary: 'Get a host', params: hostParamsSchema, response: { 200: hostSchema } }
   }, async (request) => await host(request.params.id))
 
   fastify.post('/hosts/:id/drain', {
+    config: { action: 'fleet.write' },
     schema: {
       tags,
       summary: 'Cordon the host, then live-migrate every instance running on it to other hosts, a few at a time',
@@ -50,6 +53,7 @@ const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, 
   })
 
   fastify.post('/hosts/:id/cordon', {
+    config: { action: 'fleet.write' },
     schema: { tags, summary: 'Cordon the host: no new VMM is placed on it; what runs there stays', params: hostParamsSchema, response: { 200: hostSchema } }
   }, async (request) => {
     await drains.cordon(request.params.id)
@@ -57,6 +61,7 @@ const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, 
   })
 
   fastify.post('/hosts/:id/uncordon', {
+    config: { action: 'fleet.write' },
     schema: { tags, summary: 'End the cordon: the host takes new VMMs again, and a drain in progress stops', params: hostParamsSchema, response: { 200: hostSchema } }
   }, async (request) => {
     await drains.uncordon(request.params.id)
@@ -65,8 +70,8 @@ const routes: FastifyPluginAsyncZod<{ lease: LeaseSettings }> = async (fastify, 
 
   fastify.put('/hosts/:id/lease', {
     // No rate limit: every host renews every 2 s, and a renewal refused for a budget would have a
-    // healthy host fence itself.
-    config: { hostsOnly: true, rateLimit: false },
+    // healthy host fence itself. Not in the audit trail either: it would bury what people did.
+    config: { action: 'lease.renew', rateLimit: false, audited: false },
     schema: {
       tags,
       summary: "Renew the host's lease: its agent's call, with the agents' token (docs/design.md §17)",

@@ -5,6 +5,7 @@ import { imageListSchema } from '../schemas/images.js'
 
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   fastify.get('/images', {
+    config: { action: 'images.read' },
     schema: {
       tags: ['images'],
       summary: 'List the base images: format, virtual size, checksum and the hosts that have them; one entry per name and version',

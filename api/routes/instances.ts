@@ -1,4 +1,7 @@
-/** `/v1/instances`: create, read, start, stop, reboot, migrate and delete instances. */
+/**
+ * `/v1/projects/{project}/instances` (and the deprecated unscoped `/v1/instances`, the `default`
+ * project's): create, read, start, stop, reboot, migrate and delete a project's instances.
+ */
 import type { FastifyReply } from 'fastify'
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { ApiProblem } from '../plugins/problem-details.js'
@@ -16,14 +19,24 @@ import {
   waitQuery
 } from '../schemas/instances.js'
 import { migrateBody, migrationListSchema, migrationParamsSchema } from '../schemas/migrations.js'
+import { paramsIn, scopeParams, type RouteScope } from '../schemas/projects.js'
 import type { Accepted } from '../services/instance-requests.js'
 import { waitForOperation } from '../services/operation-waiter.js'
+import { instanceOfTheProject } from '../services/project-scope.js'
+import type { Principal } from '../../domain/access-policy.js'
 
 const tags = ['instances']
 const acceptedResponses = { 200: acceptedSchema, 202: acceptedSchema }
 
-const routes: FastifyPluginAsyncZod = async (fastify) => {
+const read = { action: 'project.read' as const }
+const write = { action: 'project.write' as const }
+
+const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
   const requests = fastify.instanceRequests
+  const withId = paramsIn(scope, idParamsSchema)
+  const withMigration = paramsIn(scope, migrationParamsSchema)
+  const inScope = scopeParams(scope)
+  fastify.addHook('preHandler', instanceOfTheProject(fastify.db))
 
   /**
    * 202 when an operation was started, 200 when nothing needed doing; with `?wait=`, 200 once
@@ -41,15 +54,18 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }
 
   fastify.post('/instances', {
-    schema: { tags, summary: 'Create an instance (and start it, unless start is false)', headers: idempotencyHeaders, querystring: waitQuery, body: createInstanceBody, response: acceptedResponses }
-  }, async (request, reply) => await send(reply, request.query.wait, requests.create(request.body, request.newId)))
+    config: write,
+    schema: { tags, summary: 'Create an instance (and start it, unless start is false), charged to the project\'s quotas', ...inScope, headers: idempotencyHeaders, querystring: waitQuery, body: createInstanceBody, response: acceptedResponses }
+  }, async (request, reply) => await send(reply, request.query.wait, requests.create(request.project!.id, request.body, request.newId)))
 
   fastify.get('/instances', {
-    schema: { tags, summary: 'List instances, oldest first', querystring: listInstancesQuery, response: { 200: instanceListSchema } }
-  }, async (request) => await fastify.instancesRepository.list(request.query))
+    config: read,
+    schema: { tags, summary: "List the project's instances, oldest first", ...inScope, querystring: listInstancesQuery, response: { 200: instanceListSchema } }
+  }, async (request) => await fastify.instancesRepository.list(request.project!.id, request.query))
 
   fastify.get('/instances/:id', {
-    schema: { tags, summary: 'Get an instance', params: idParamsSchema, response: { 200: instanceSchema } }
+    config: read,
+    schema: { tags, summary: 'Get an instance', params: withId, response: { 200: instanceSchema } }
   }, async (request) => {
     const instance = await fastify.instancesRepository.find(request.params.id)
     if (instance === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
@@ -57,10 +73,11 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.get('/instances/:id/events', {
+    config: read,
     schema: {
       tags,
       summary: "An instance's history: every state change and why, newest first",
-      params: idParamsSchema,
+      params: withId,
       querystring: listEventsQuery,
       response: { 200: eventListSchema }
     }
@@ -71,15 +88,17 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.post('/instances/:id/start', {
-    schema: { tags, summary: 'Start a stopped or failed instance', headers: idempotencyHeaders, params: idParamsSchema, querystring: waitQuery, response: acceptedResponses }
+    config: write,
+    schema: { tags, summary: 'Start a stopped or failed instance', headers: idempotencyHeaders, params: withId, querystring: waitQuery, response: acceptedResponses }
   }, async (request, reply) => await send(reply, request.query.wait, requests.start(request.params.id, request.newId)))
 
   fastify.post('/instances/:id/stop', {
+    config: write,
     schema: {
       tags,
       summary: 'Stop an instance: ACPI power-off, then kill its VMM when the grace period ends. Preempts a start or reboot in flight.',
       headers: idempotencyHeaders,
-      params: idParamsSchema,
+      params: withId,
       querystring: waitQuery,
       body: stopInstanceBody,
       response: acceptedResponses
@@ -87,15 +106,17 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }, async (request, reply) => await send(reply, request.query.wait, requests.stop(request.params.id, request.body?.graceSeconds, request.newId)))
 
   fastify.post('/instances/:id/reboot', {
-    schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: idParamsSchema, querystring: waitQuery, response: acceptedResponses }
+    config: write,
+    schema: { tags, summary: 'Reboot a running instance', headers: idempotencyHeaders, params: withId, querystring: waitQuery, response: acceptedResponses }
   }, async (request, reply) => await send(reply, request.query.wait, requests.reboot(request.params.id, request.newId)))
 
   fastify.post('/instances/:id/migrate', {
+    config: write,
     schema: {
       tags,
       summary: 'Live-migrate a running instance to another host (one named, or one placement chooses). Cancellable until its commit point.',
       headers: idempotencyHeaders,
-      params: idParamsSchema,
+      params: withId,
       querystring: waitQuery,
       body: migrateBody,
       response: acceptedResponses
@@ -103,17 +124,19 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }, async (request, reply) => await send(reply, request.query.wait, requests.migrate(request.params.id, request.body?.targetHostId, request.newId)))
 
   fastify.post('/instances/:id/migrate/cancel', {
+    config: write,
     schema: {
       tags,
       summary: "Cancel the instance's live migration: its target is killed and the VM stays on the source, unless the target already has it",
-      params: idParamsSchema,
+      params: withId,
       querystring: waitQuery,
       response: { 202: acceptedSchema, 200: acceptedSchema }
     }
-  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, undefined, cancelledBy(request.role))))
+  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, undefined, cancelledBy(request.principal))))
 
   fastify.get('/instances/:id/migrations', {
-    schema: { tags, summary: "An instance's live migrations, newest first", params: idParamsSchema, response: { 200: migrationListSchema } }
+    config: read,
+    schema: { tags, summary: "An instance's live migrations, newest first", params: withId, response: { 200: migrationListSchema } }
   }, async (request) => {
     const items = await fastify.instancesRepository.listMigrations(request.params.id)
     if (items === null) throw new ApiProblem(404, 'Not Found', `instance ${request.params.id} does not exist`)
@@ -121,21 +144,23 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   })
 
   fastify.delete('/instances/:id/migrations/:migrationId', {
+    config: write,
     schema: {
       tags,
       summary: 'Cancel this live migration (as POST …/migrate/cancel does for the live one)',
-      params: migrationParamsSchema,
+      params: withMigration,
       querystring: waitQuery,
       response: { 202: acceptedSchema, 200: acceptedSchema }
     }
-  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, request.params.migrationId, cancelledBy(request.role))))
+  }, async (request, reply) => await send(reply, request.query.wait, requests.cancelMigration(request.params.id, request.params.migrationId, cancelledBy(request.principal))))
 
   fastify.delete('/instances/:id', {
+    config: write,
     schema: {
       tags,
       summary: 'Delete an instance: stop it (killing its VMM when the grace period ends), then destroy it',
       headers: idempotencyHeaders,
-      params: idParamsSchema,
+      params: withId,
       querystring: deleteInstanceQuery,
       response: acceptedResponses
     }
@@ -143,8 +168,8 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
 }
 
 /** Who cancelled, as the migration's events say it. */
-function cancelledBy (role: string): string {
-  return `an API client (${role} token)`
+function cancelledBy (principal: Principal): string {
+  return `an API client (token ${principal.tokenName})`
 }
 
 export default routes

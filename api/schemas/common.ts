@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { LIMITS } from '../../domain/limits.js'
 
 /** RFC 9457 problem details: every error the API returns has this shape. */
 export const problemSchema = z.object({
@@ -12,6 +13,12 @@ export const problemSchema = z.object({
 }).meta({ id: 'Problem' })
 
 export const idParamsSchema = z.strictObject({ id: z.uuid() })
+
+/** A resource named by its name (a DNS label) or its ID. */
+export function nameOrIdSchema (what: string) {
+  return z.string().min(1).max(LIMITS.nameMaxLength)
+    .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/, `must be ${what}'s name or ID`)
+}
 
 /** A page's cursor, as the API returns it (api/services/instances-repository.ts): base64url. */
 export const cursorSchema = z.string().max(200).regex(/^[A-Za-z0-9_-]+$/, 'is not a cursor this API returned')

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { isNetworkAddress, parseCidr } from '../../domain/ipv4.js'
+import { nameOrIdSchema } from './common.js'
 
 export const createNetworkBody = z.strictObject({
   name: z.string().max(LIMITS.nameMaxLength)
@@ -16,8 +17,7 @@ export const createNetworkBody = z.strictObject({
 }).meta({ id: 'CreateNetwork' })
 
 /** A network named by its name or its ID. */
-export const networkRefSchema = z.string().min(1).max(LIMITS.nameMaxLength)
-  .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/, "must be a network's name or ID")
+export const networkRefSchema = nameOrIdSchema('a network')
 
 export const networkParamsSchema = z.strictObject({ network: networkRefSchema })
 

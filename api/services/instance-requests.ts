@@ -198,14 +198,16 @@ export function createInstanceRequests (deps: Dependencies) {
   }
 
   return {
-    async create (input: CreateInput, newId: NewId): Promise<Accepted> {
+    /** Creates an instance in the project, charged to its quotas with its rows. */
+    async create (projectId: string, input: CreateInput, newId: NewId): Promise<Accepted> {
       const instanceId = newId('instance')
       // A retry with the key of a create that went through finds the instance it made.
       if (await repository.find(instanceId) !== null) {
         return await accepted(base(instanceId, newId))
       }
-      const resources = await resolveResources(db, input, newId)
+      const resources = await resolveResources(db, projectId, input, newId)
       const instance: NewInstance = {
+        projectId,
         name: input.name,
         vcpus: input.vcpus,
         memoryMiB: input.memoryMiB,

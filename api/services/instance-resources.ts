@@ -13,6 +13,7 @@ import type { Pool } from '../../db/pool.js'
 import type { CloudInitInput } from '../../domain/instance.js'
 import { DEFAULT_NETWORK } from '../../domain/interfaces.js'
 import { BOOT_DISK_NAME } from '../../domain/limits.js'
+import type { QuotaResource } from '../../domain/projects.js'
 import type { NewDisk, NewInterface } from '../../domain/requests.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import type { NewId } from '../plugins/idempotency.js'
@@ -37,7 +38,7 @@ function invalid (status: 409 | 422, path: string, message: string): ApiProblem 
   return new ApiProblem(status, status === 409 ? 'Conflict' : 'Unprocessable Content', `${path}: ${message}`, [{ path, message }])
 }
 
-export async function resolveResources (db: Pool, input: ResourcesInput, newId: NewId): Promise<InstanceResources> {
+export async function resolveResources (db: Pool, projectId: string, input: ResourcesInput, newId: NewId): Promise<InstanceResources> {
   const disks: NewDisk[] = []
   if (input.bootDisk !== undefined) {
     const image = await findImage(db, input.bootDisk.image)
@@ -53,12 +54,12 @@ export async function resolveResources (db: Pool, input: ResourcesInput, newId: 
 
   const interfaces: NewInterface[] = []
   if (input.interfaces === undefined) {
-    const networkId = await findNetworkId(db, DEFAULT_NETWORK)
+    const networkId = await findNetworkId(db, projectId, DEFAULT_NETWORK)
     if (networkId !== null) interfaces.push({ id: newId('interface/0'), slot: 0, networkId, ip: null })
   } else {
     for (const [slot, nic] of input.interfaces.entries()) {
-      const networkId = await findNetworkId(db, nic.network)
-      if (networkId === null) throw invalid(422, `body.interfaces.${slot}.network`, `no network ${nic.network} (GET /v1/networks lists them)`)
+      const networkId = await findNetworkId(db, projectId, nic.network)
+      if (networkId === null) throw invalid(422, `body.interfaces.${slot}.network`, `no network ${nic.network} in this project (GET …/networks lists them)`)
       interfaces.push({ id: newId(`interface/${slot}`), slot, networkId, ip: nic.ip ?? null })
     }
   }
@@ -74,6 +75,10 @@ export function insertProblemAnswer (problem: InsertProblem, name: string, disks
   switch (problem.kind) {
     case 'name-taken':
       return new ApiProblem(409, 'Conflict', `an instance named ${name} already exists`)
+    case 'project-gone':
+      return new ApiProblem(404, 'Not Found', 'the project was deleted')
+    case 'over-quota':
+      return overQuota(problem)
     case 'storage-full': {
       const disk = disks[problem.disk]!
       const dataIndex = disks.filter((d) => d.image === null).indexOf(disk)
@@ -90,4 +95,22 @@ export function insertProblemAnswer (problem: InsertProblem, name: string, disks
     case 'mac-taken':
       return invalid(409, `body.interfaces.${problem.interface}`, problem.message)
   }
+}
+
+/** Where each quota's resource comes from in a create's body. */
+const QUOTA_FIELDS: Record<QuotaResource, string> = {
+  vcpus: 'body.vcpus',
+  memoryMiB: 'body.memoryMiB',
+  diskGiB: 'body.bootDisk.sizeGiB',
+  instances: 'body',
+  addresses: 'body.interfaces'
+}
+
+/** 409, naming each quota the create would pass: its limit, its use, and what the create needs. */
+function overQuota ({ exceeded, quotas, charge }: Extract<InsertProblem, { kind: 'over-quota' }>): ApiProblem {
+  const errors = exceeded.map((resource) => ({
+    path: QUOTA_FIELDS[resource],
+    message: `the project's quota on ${resource} is ${quotas.limits[resource]}: ${quotas.use[resource]} in use, and this instance needs ${charge[resource]}`
+  }))
+  return new ApiProblem(409, 'Conflict', `over the project's quota: ${errors.map((e) => e.message).join('; ')}`, errors)
 }

@@ -22,7 +22,7 @@ import type { Operation } from '../../domain/operation.js'
 import type { hostSchema } from '../schemas/hosts.js'
 import type { instanceSchema } from '../schemas/instances.js'
 import { migrationView, type MigrationView } from '../schemas/migrations.js'
-import { ApiProblem } from '../plugins/problem-details.js'
+import { decodeCursor, encodeCursor } from './cursors.js'
 
 export type InstanceView = z.infer<typeof instanceSchema>
 export type HostView = z.infer<typeof hostSchema>
@@ -131,17 +131,6 @@ function operationFromJson (json: Record<string, any>): Operation {
   return { ...op, startedAt: isoOrNull(op.startedAt)!, finishedAt: isoOrNull(op.finishedAt) }
 }
 
-/** A cursor is the position (insertion order) of the last row of the previous page. */
-function encodeCursor (seq: number): string {
-  return Buffer.from(String(seq)).toString('base64url')
-}
-
-function decodeCursor (cursor: string): number {
-  const seq = Number(Buffer.from(cursor, 'base64url').toString())
-  if (Number.isSafeInteger(seq) && seq > 0) return seq
-  throw new ApiProblem(400, 'Bad Request', 'query.cursor: is not a cursor this API returned', [{ path: 'query.cursor', message: 'is not a cursor this API returned' }])
-}
-
 export function createInstancesRepository (db: Pool, unreachableAfterMs: number, leaseSettings: LeaseSettings) {
   const toView = (row: Record<string, any>): InstanceView => toInstanceView(row, unreachableAfterMs)
   return {
@@ -150,10 +139,10 @@ export function createInstancesRepository (db: Pool, unreachableAfterMs: number,
       return row === null ? null : toView(row)
     },
 
-    /** A page of instances, oldest first; destroyed ones only when asked for by state. */
-    async list (options: { limit: number, cursor?: string, state?: InstanceState }) {
+    /** A page of the project's instances, oldest first; destroyed ones only when asked for by state. */
+    async list (projectId: string, options: { limit: number, cursor?: string, state?: InstanceState }) {
       const after = options.cursor === undefined ? 0 : decodeCursor(options.cursor)
-      const rows = await instanceViewRowsAfter(db, { state: options.state ?? null, afterSeq: after, limit: options.limit + 1 })
+      const rows = await instanceViewRowsAfter(db, { projectId, state: options.state ?? null, afterSeq: after, limit: options.limit + 1 })
       const page = rows.slice(0, options.limit)
       const nextCursor = rows.length > options.limit ? encodeCursor(page[page.length - 1].seq) : null
       return { items: page.map(toView), nextCursor }

@@ -69,7 +69,7 @@ export function addInstanceCommands (program: Command): void {
       const context = await contextOf(command)
       const query = pageQuery(options)
       if (options.state !== undefined) query.set('state', options.state)
-      const page = await context.api.get<InstanceList>(`/v1/instances?${query}`)
+      const page = await context.api.get<InstanceList>(`${context.project}/instances?${query}`)
       show(context, page, (p) => withNextPage(instanceTable(p.items), p.nextCursor))
     })
 
@@ -78,8 +78,8 @@ export function addInstanceCommands (program: Command): void {
     .argument(INSTANCE, INSTANCE_HELP)
     .action(async (instance: string, _options: unknown, command: Command) => {
       const context = await contextOf(command)
-      const id = await instanceId(context.api, instance)
-      show(context, await context.api.get<Instance>(`/v1/instances/${id}`), instanceDetail)
+      const id = await instanceId(context, instance)
+      show(context, await context.api.get<Instance>(`${context.project}/instances/${id}`), instanceDetail)
     })
 
   withPaging(instances.command('events')
@@ -87,8 +87,8 @@ export function addInstanceCommands (program: Command): void {
     .argument(INSTANCE, INSTANCE_HELP))
     .action(async (instance: string, options: PageFlags, command: Command) => {
       const context = await contextOf(command)
-      const id = await instanceId(context.api, instance)
-      const page = await context.api.get<EventList>(`/v1/instances/${id}/events?${pageQuery(options)}`)
+      const id = await instanceId(context, instance)
+      const page = await context.api.get<EventList>(`${context.project}/instances/${id}/events?${pageQuery(options)}`)
       show(context, page, (p) => withNextPage(eventTable(p.items), p.nextCursor))
     })
 
@@ -113,16 +113,16 @@ export function addInstanceCommands (program: Command): void {
     .option('--user-data-file <file>', 'cloud-init user-data (#cloud-config …), at most 32 KiB'))
     .action(async (options: CreateFlags, command: Command) => {
       const context = await contextOf(command)
-      await change(context, options, await context.api.change<Accepted>('POST', '/v1/instances', await createBody(options)))
+      await change(context, options, await context.api.change<Accepted>('POST', `${context.project}/instances`, await createBody(options)))
     })
 
   instances.command('console')
-    .description("attach to the instance's serial console (operator token): a raw terminal; Ctrl-] leaves")
+    .description("attach to the instance's serial console (a collaborator's, admin's or fleet operator's token): a raw terminal; Ctrl-] leaves")
     .argument(INSTANCE, INSTANCE_HELP)
     .action(async (instance: string, _options: unknown, command: Command) => {
       const context = await contextOf(command)
-      const id = await instanceId(context.api, instance)
-      await attachConsole(context.api.webSocket(`/v1/instances/${id}/console`), instance)
+      const id = await instanceId(context, instance)
+      await attachConsole(context.api.webSocket(`${context.project}/instances/${id}/console`), instance)
     })
 
   instances.command('console-log')
@@ -131,40 +131,43 @@ export function addInstanceCommands (program: Command): void {
     .option('--bytes <n>', 'how much of the end, at most 1 MiB', wholeNumber, 64 * 1024)
     .action(async (instance: string, options: { bytes: number }, command: Command) => {
       const context = await contextOf(command)
-      const id = await instanceId(context.api, instance)
-      process.stdout.write(await context.api.getText(`/v1/instances/${id}/console/log?bytes=${options.bytes}`))
+      const id = await instanceId(context, instance)
+      process.stdout.write(await context.api.getText(`${context.project}/instances/${id}/console/log?bytes=${options.bytes}`))
     })
 
   addChange<WaitFlags>(instances, 'start', 'start a stopped or failed instance',
-    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/start`))
+    async (api, path) => await api.change<Accepted>('POST', `${path}/start`))
   addChange<WaitFlags>(instances, 'reboot', 'reboot a running instance',
-    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/reboot`))
+    async (api, path) => await api.change<Accepted>('POST', `${path}/reboot`))
   addChange<MigrateFlags>(instances, 'migrate', 'live-migrate a running instance to another host',
-    async (api, id, { to }) => await api.change<Accepted>('POST', `/v1/instances/${id}/migrate`, to === undefined ? undefined : { targetHostId: to }),
+    async (api, path, { to }) => await api.change<Accepted>('POST', `${path}/migrate`, to === undefined ? undefined : { targetHostId: to }),
     (command) => command.option('--to <host>', 'the host to migrate to (default: one placement chooses)'))
   addChange<WaitFlags>(instances, 'cancel-migration', "cancel the instance's live migration: the VM stays where it was, unless the target already has it",
-    async (api, id) => await api.change<Accepted>('POST', `/v1/instances/${id}/migrate/cancel`))
+    async (api, path) => await api.change<Accepted>('POST', `${path}/migrate/cancel`))
   addChange<GraceFlags>(instances, 'stop', 'stop an instance: ACPI power-off, then kill its VMM when the grace period ends',
-    async (api, id, { grace }) => await api.change<Accepted>('POST', `/v1/instances/${id}/stop`, grace === undefined ? undefined : { graceSeconds: grace }),
+    async (api, path, { grace }) => await api.change<Accepted>('POST', `${path}/stop`, grace === undefined ? undefined : { graceSeconds: grace }),
     withGrace)
   addChange<GraceFlags>(instances, 'delete', 'stop an instance (preempting anything in flight), then destroy it',
-    async (api, id, { grace }) => await api.change<Accepted>('DELETE', `/v1/instances/${id}${grace === undefined ? '' : `?graceSeconds=${grace}`}`),
+    async (api, path, { grace }) => await api.change<Accepted>('DELETE', `${path}${grace === undefined ? '' : `?graceSeconds=${grace}`}`),
     withGrace)
 }
 
-/** A change to one existing instance: finds it by ID or name, sends the request, follows it with --wait. */
+/**
+ * A change to one existing instance: finds it by ID or name in the project, sends the request to
+ * the instance's path (`/v1/projects/<project>/instances/<id>`), follows it with --wait.
+ */
 function addChange<Flags extends WaitFlags> (
   instances: Command,
   name: string,
   description: string,
-  request: (api: ApiClient, id: string, flags: Flags) => Promise<Accepted>,
+  request: (api: ApiClient, instancePath: string, flags: Flags) => Promise<Accepted>,
   withOptions = (command: Command) => command
 ): void {
   withWait(withOptions(instances.command(name).description(description).argument(INSTANCE, INSTANCE_HELP)))
     .action(async (instance: string, flags: Flags, command: Command) => {
       const context = await contextOf(command)
-      const id = await instanceId(context.api, instance)
-      await change(context, flags, await request(context.api, id, flags))
+      const id = await instanceId(context, instance)
+      await change(context, flags, await request(context.api, `${context.project}/instances/${id}`, flags))
     })
 }
 
@@ -188,7 +191,7 @@ async function change (context: Context, flags: WaitFlags, accepted: Accepted): 
     return
   }
   const started = { instance: accepted.instance, operation: accepted.operation }
-  const outcome = await waitForOperation(context.api, started, flags.timeout * 1000, new Progress(accepted.instance.name))
+  const outcome = await waitForOperation(context, started, flags.timeout * 1000, new Progress(accepted.instance.name))
   show(context, outcome, (o) => instanceDetail(o.instance))
   ensureSucceeded(outcome)
 }

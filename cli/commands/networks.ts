@@ -1,4 +1,4 @@
-/** `vmplane networks list|get|create|delete`: the address spaces instances' interfaces are on. */
+/** `vmplane networks list|get|create|delete`: the project's address spaces, which its instances' interfaces are on. */
 import type { Command } from 'commander'
 import type { Network, NetworkList } from '../api-types.js'
 import { contextOf, show } from '../context.js'
@@ -14,7 +14,7 @@ export function addNetworkCommands (program: Command): void {
     .description('list networks with their ranges and the addresses in use')
     .action(async (_options: unknown, command: Command) => {
       const context = await contextOf(command)
-      show(context, await context.api.get<NetworkList>('/v1/networks'), (list) => networkTable(list.items))
+      show(context, await context.api.get<NetworkList>(`${context.project}/networks`), (list) => networkTable(list.items))
     })
 
   networks.command('get')
@@ -22,7 +22,7 @@ export function addNetworkCommands (program: Command): void {
     .argument(NETWORK, NETWORK_HELP)
     .action(async (network: string, _options: unknown, command: Command) => {
       const context = await contextOf(command)
-      show(context, await context.api.get<Network>(`/v1/networks/${encodeURIComponent(network)}`), networkDetail)
+      show(context, await context.api.get<Network>(`${context.project}/networks/${encodeURIComponent(network)}`), networkDetail)
     })
 
   networks.command('create')
@@ -32,7 +32,7 @@ export function addNetworkCommands (program: Command): void {
     .option('--gateway <address>', 'its gateway (default: the first address of the range)')
     .action(async (name: string, options: { cidr: string, gateway?: string }, command: Command) => {
       const context = await contextOf(command)
-      show(context, await context.api.change<Network>('POST', '/v1/networks', { name, cidr: options.cidr, gateway: options.gateway }), networkDetail)
+      show(context, await context.api.change<Network>('POST', `${context.project}/networks`, { name, cidr: options.cidr, gateway: options.gateway }), networkDetail)
     })
 
   networks.command('delete')
@@ -40,7 +40,7 @@ export function addNetworkCommands (program: Command): void {
     .argument(NETWORK, NETWORK_HELP)
     .action(async (network: string, _options: unknown, command: Command) => {
       const context = await contextOf(command)
-      await context.api.change('DELETE', `/v1/networks/${encodeURIComponent(network)}`)
+      await context.api.change('DELETE', `${context.project}/networks/${encodeURIComponent(network)}`)
       show(context, { deleted: network }, () => `deleted network ${network}`)
     })
 }

@@ -12,6 +12,6 @@ export function addOperationCommands (program: Command): void {
     .argument('<id>', 'the operation ID (create, start, stop, reboot and delete print it)')
     .action(async (id: string, _options: unknown, command: Command) => {
       const context = await contextOf(command)
-      show(context, await context.api.get<Operation>(`/v1/operations/${encodeURIComponent(id)}`), operationDetail)
+      show(context, await context.api.get<Operation>(`${context.project}/operations/${encodeURIComponent(id)}`), operationDetail)
     })
 }

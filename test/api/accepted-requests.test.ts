@@ -200,7 +200,7 @@ describe('requests the API accepts, sent on to Temporal', { timeout: 2 * 60_000 
     const cancel = acceptedBy(await send('POST', `/v1/instances/${instance.id}/migrate/cancel`))
     assert.match(cancel.message ?? '', /cancel requested/)
     const signal = onlyCallSince(count, { call: 'signal', id: instanceWorkflowId(instance.id), signal: 'cancelMigration' })
-    assert.deepEqual(signal.args, [{ migrationId: body.operation!.id, requestedBy: 'an API client (operator token)' }])
+    assert.deepEqual(signal.args, [{ migrationId: body.operation!.id, requestedBy: 'an API client (token VMPLANE_API_TOKEN)' }])
 
     // Its execution gone (a cancel too late), a cancel is a conflict, not a signal lost.
     temporal.release(instanceWorkflowId(instance.id))

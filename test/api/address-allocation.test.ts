@@ -18,7 +18,7 @@ describe('an address given by the network', { timeout: 2 * 60_000 }, () => {
   before(async () => {
     api = await startInProcessApi({ temporal: new TemporalStub() })
     // A /29: host addresses .1 to .6, the gateway in the middle at .3.
-    await api.database.pool.query("INSERT INTO networks (id, name, cidr, gateway) VALUES ($1, 'small', '10.20.0.0/29', '10.20.0.3')", [randomUUID()])
+    await api.database.pool.query("INSERT INTO networks (id, project_id, name, cidr, gateway) VALUES ($1, (SELECT id FROM projects WHERE name = 'default'), 'small', '10.20.0.0/29', '10.20.0.3')", [randomUUID()])
   })
   after(async () => { await api?.stop() })
 

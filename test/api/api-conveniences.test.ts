@@ -127,7 +127,7 @@ describe('API conveniences', { timeout: 2 * 60_000 }, () => {
       const refused = await send(method, url, payload, {}, VIEWER_TOKEN)
       assert.equal(refused.statusCode, 403, refused.body)
       assert.match(String(refused.headers['content-type']), /^application\/problem\+json/)
-      assert.match(refused.json().detail, /viewer token may only read; (POST|DELETE) \/v1\/.* needs an operator token/)
+      assert.match(refused.json().detail, /^the fleet-viewer token VMPLANE_API_VIEWER_TOKEN may not (change a project's resources|run the fleet): (POST|DELETE) \/v1\/.* needs a token of role /)
     }
     const after = (await send('GET', '/v1/instances', undefined, {}, VIEWER_TOKEN)).json().items as InstanceBody[]
     assert.equal(after.find((i) => i.id === target.id)?.state, 'stopped')
@@ -153,12 +153,12 @@ describe('API conveniences', { timeout: 2 * 60_000 }, () => {
     for (const token of [OPERATOR_TOKEN, VIEWER_TOKEN]) {
       const refused = await send('PUT', '/v1/hosts/host-1/lease', renewal, {}, token)
       assert.equal(refused.statusCode, 403, refused.body)
-      assert.match(refused.json().detail, /host agents' own: it needs their token/)
+      assert.match(refused.json().detail, /may not renew a host's lease: PUT \/v1\/hosts\/:id\/lease needs a token of role host$/)
     }
     for (const [method, url] of [['GET', '/v1/instances'], ['POST', '/v1/hosts/host-1/cordon']] as const) {
       const refused = await send(method, url, undefined, {}, AGENT_TOKEN)
       assert.equal(refused.statusCode, 403, refused.body)
-      assert.match(refused.json().detail, /agents' token may only renew a host's lease/)
+      assert.match(refused.json().detail, /^the host token VMPLANE_AGENT_TOKEN may not (read a project's resources|run the fleet)/)
     }
     assert.equal((await send('GET', '/v1/hosts/host-1')).json().cordonedAt, null, 'the refused cordon changed nothing')
   })

@@ -29,8 +29,8 @@ describe('the console relay', { timeout: 60_000 }, () => {
     api = await startInProcessApi({ env: { VMPLANE_AGENT_TOKEN: 'agent-token-for-the-relay-test' } })
     const db = api.database.pool
     await db.query("INSERT INTO hosts (id, agent_url, vcpus, memory_mib, storage_gib) VALUES ('host-1', $1, 8, 8192, 100)", [`http://127.0.0.1:${(agent.address() as AddressInfo).port}`])
-    await db.query(`INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state)
-      VALUES ($1, 'typist', 1, 256, '{"kernel": "vmlinux"}', 30, 'running', 'running')`, [instance])
+    await db.query(`INSERT INTO instances (id, project_id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state)
+      VALUES ($1, (SELECT id FROM projects WHERE name = 'default'), 'typist', 1, 256, '{"kernel": "vmlinux"}', 30, 'running', 'running')`, [instance])
     await db.query("INSERT INTO vmms (id, instance_id, host_id, state) VALUES ($1, $2, 'host-1', 'running')", [vmm, instance])
     await db.query('UPDATE instances SET active_vmm_id = $1 WHERE id = $2', [vmm, instance])
     apiUrl = await api.server.listen({ host: '127.0.0.1', port: 0 })

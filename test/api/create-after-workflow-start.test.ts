@@ -65,7 +65,7 @@ describe('a create whose transaction fails after its workflow started', { timeou
     api = await startInProcessApi({ env: { VMPLANE_TEMPORAL_ADDRESS: temporal.address, VMPLANE_TASK_QUEUE: TASK_QUEUE } })
     const db = api.database.pool
     await db.query("INSERT INTO hosts (id, agent_url, vcpus, memory_mib, storage_gib) VALUES ('host-1', 'http://127.0.0.1:1', 8, 8192, 100)")
-    await db.query("INSERT INTO networks (id, name, cidr, gateway) VALUES (gen_random_uuid(), 'default', '10.30.0.0/24', '10.30.0.1')")
+    await db.query("INSERT INTO networks (id, project_id, name, cidr, gateway) VALUES (gen_random_uuid(), (SELECT id FROM projects WHERE name = 'default'), 'default', '10.30.0.0/24', '10.30.0.1')")
     // The first times it fires after the sequence restarts, it fails; a sequence is not rolled back.
     await db.query('CREATE SEQUENCE injected_failures')
     await db.query(`CREATE FUNCTION fail_first () RETURNS trigger LANGUAGE plpgsql AS $$

@@ -42,10 +42,10 @@ describe('the resources of a create, refused for what cannot be', { timeout: 2 *
     // Another instance holding 10.9.0.10 on `full` (a /30: that is its only address) and on `wide`.
     const networks = { full: '10.8.0.0/30', wide: '10.9.0.0/24' }
     for (const [name, cidr] of Object.entries(networks)) {
-      await db.query('INSERT INTO networks (id, name, cidr, gateway) VALUES ($1, $2, $3, host(network($3::cidr) + 1)::inet)', [randomUUID(), name, cidr])
+      await db.query("INSERT INTO networks (id, project_id, name, cidr, gateway) VALUES ($1, (SELECT id FROM projects WHERE name = 'default'), $2, $3, host(network($3::cidr) + 1)::inet)", [randomUUID(), name, cidr])
     }
     holder = randomUUID()
-    await db.query("INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state) VALUES ($1, 'holder', 1, 256, '{}', 30, 'stopped', 'stopped')", [holder])
+    await db.query("INSERT INTO instances (id, project_id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state) VALUES ($1, (SELECT id FROM projects WHERE name = 'default'), 'holder', 1, 256, '{}', 30, 'stopped', 'stopped')", [holder])
     for (const [network, ip] of [['full', '10.8.0.2'], ['wide', '10.9.0.10']]) {
       const id = randomUUID()
       await db.query('INSERT INTO interfaces (id, instance_id, network_id, slot, ip, mac) SELECT $1, $2, id, 0, $4, $5 FROM networks WHERE name = $3',

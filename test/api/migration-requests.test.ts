@@ -34,8 +34,8 @@ describe('migration and drain requests, refused for what cannot be', { timeout: 
     running = randomUUID()
     stopped = randomUUID()
     for (const [id, name, state] of [[running, 'runs', 'running'], [stopped, 'rests', 'stopped']]) {
-      await db.query(`INSERT INTO instances (id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state)
-        VALUES ($1, $2, 1, 256, '{"kernel": "vmlinux"}', 30, $3, 'running')`, [id, name, state])
+      await db.query(`INSERT INTO instances (id, project_id, name, vcpus, memory_mib, boot, stop_grace_seconds, state, intended_state)
+        VALUES ($1, (SELECT id FROM projects WHERE name = 'default'), $2, 1, 256, '{"kernel": "vmlinux"}', 30, $3, 'running')`, [id, name, state])
     }
     const vmm = randomUUID()
     await db.query("INSERT INTO vmms (id, instance_id, host_id, state) VALUES ($1, $2, 'host-1', 'running')", [vmm, running])
@@ -67,7 +67,7 @@ describe('migration and drain requests, refused for what cannot be', { timeout: 
   it('refuses to migrate an instance that is not running, and a viewer', async () => {
     assertProblem(await post(`/v1/instances/${stopped}/migrate`), 409, /cannot migrate an instance that is stopped/)
     assertProblem(await post(`/v1/instances/${randomUUID()}/migrate`), 404, /does not exist/)
-    assertProblem(await post(`/v1/instances/${running}/migrate`, undefined, { authorization: `Bearer ${VIEWER_TOKEN}` }), 403, /operator token/)
+    assertProblem(await post(`/v1/instances/${running}/migrate`, undefined, { authorization: `Bearer ${VIEWER_TOKEN}` }), 403, /may not change a project's resources/)
     await nothingChanged()
   })
 

@@ -40,7 +40,7 @@ describe('one rate limit across API replicas', { timeout: 2 * 60_000 }, () => {
   function assertLimited (response: LightMyRequestResponse): void {
     assert.equal(response.statusCode, 429, response.body)
     assert.match(String(response.headers['content-type']), /^application\/problem\+json/)
-    assert.match(response.json().detail, new RegExp(`the operator token has made more than ${LIMIT} requests in a minute; retry in`))
+    assert.match(response.json().detail, new RegExp(`the token VMPLANE_API_TOKEN has made more than ${LIMIT} requests in a minute; retry in`))
     const retryAfter = Number(response.headers['retry-after'])
     assert.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After ${String(response.headers['retry-after'])}`)
   }

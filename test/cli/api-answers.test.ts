@@ -135,7 +135,7 @@ describe('vmplane CLI, answers from the API', () => {
     let polls = 0
     handler = (request, response) => {
       if (request.method === 'POST') return sendJson(response, 202, { instance: instance('stopped', operation('running')), operation: operation('running') })
-      if (request.url === `/v1/operations/${OPERATION_ID}`) {
+      if (request.url === `/v1/projects/default/operations/${OPERATION_ID}`) {
         polls++
         if (polls === 1) return problem(response, 429, 'rate limit exceeded', { 'retry-after': '1' })
         return sendJson(response, 200, operation(polls < 3 ? 'running' : 'succeeded'))
@@ -163,7 +163,7 @@ describe('vmplane CLI, answers from the API', () => {
       let polls = 0
       handler = (request, response) => {
         if (request.method === 'POST') return sendJson(response, 202, { instance: instance('stopped', operation('running')), operation: operation('running') })
-        if (request.url === `/v1/operations/${OPERATION_ID}`) return sendJson(response, 200, operation(++polls < 2 ? 'running' : 'succeeded'))
+        if (request.url === `/v1/projects/default/operations/${OPERATION_ID}`) return sendJson(response, 200, operation(++polls < 2 ? 'running' : 'succeeded'))
         sendJson(response, 200, instance(polls < 2 ? 'starting' : 'running', null))
       }
       const urls = [`http://127.0.0.1:${await freePorts(1)}`, `http://127.0.0.1:${(replica.address() as AddressInfo).port}`, url]

@@ -18,7 +18,7 @@ describe('vmplane CLI, bad input', () => {
   })
 
   it('a group or the program without a command names the choices in one line', async () => {
-    assertOneLineError(await runCli([]), USAGE, /missing command after 'vmplane': one of instances, hosts, networks, images, operations/)
+    assertOneLineError(await runCli([]), USAGE, /missing command after 'vmplane': one of instances, projects, quotas, tokens, hosts, networks, images, operations/)
     assertOneLineError(await runCli(['instances']), USAGE, /missing command after 'vmplane instances': one of list, get, events, create/)
   })
 

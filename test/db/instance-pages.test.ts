@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import { instanceViewRowsAfter } from '../../db/instance-views.js'
+import { DEFAULT_PROJECT_ID } from '../../domain/projects.js'
 import { startDatabase, type TestDatabase } from '../helpers/database.js'
 import { insertBareInstances } from '../helpers/instance-rows.js'
 
@@ -42,7 +43,7 @@ describe('pages of the instance list', { timeout: 60_000 }, () => {
       }
       await client.query('BEGIN')
       const before = await rowsReadSoFar()
-      const rows = await instanceViewRowsAfter(client, { state, afterSeq, limit: PAGE })
+      const rows = await instanceViewRowsAfter(client, { projectId: DEFAULT_PROJECT_ID, state, afterSeq, limit: PAGE })
       const rowsRead = await rowsReadSoFar() - before
       await client.query('COMMIT')
       return { names: rows.map((row) => row.name), rowsRead }

@@ -190,7 +190,7 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
     const cli = startCliOnTerminal(['instances', 'console', instance.id], { env: { VMPLANE_URL: stack.info.apiUrl, VMPLANE_TOKEN: stack.info.viewerToken } })
     const result = await cli.result
     assert.equal(result.code, 1)
-    assert.match(result.stdout, /console closed: the interactive console needs an operator token/)
+    assert.match(result.stdout, /console closed: the interactive console needs a token of role collaborator, admin, fleet-operator/)
   })
 
   it('lists the stand-in base image on both hosts', async () => {
