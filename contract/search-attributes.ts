@@ -10,5 +10,7 @@ export const InstanceIdKey = defineSearchAttributeKey('InstanceId', SearchAttrib
 export const InstanceStateKey = defineSearchAttributeKey('InstanceState', SearchAttributeType.KEYWORD)
 export const HostIdKey = defineSearchAttributeKey('HostId', SearchAttributeType.KEYWORD)
 export const OperationKey = defineSearchAttributeKey('Operation', SearchAttributeType.KEYWORD)
+/** The ID of the project that owns the instance (docs/design.md §18). */
+export const ProjectKey = defineSearchAttributeKey('Project', SearchAttributeType.KEYWORD)
 
-export const SEARCH_ATTRIBUTE_KEYS = [InstanceIdKey, InstanceStateKey, HostIdKey, OperationKey]
+export const SEARCH_ATTRIBUTE_KEYS = [InstanceIdKey, InstanceStateKey, HostIdKey, OperationKey, ProjectKey]

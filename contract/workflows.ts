@@ -15,7 +15,7 @@ import type { OperationKind } from '../domain/operation.js'
 import type { OperationRequest } from '../domain/requests.js'
 import type { VmmReport } from '../domain/vmm.js'
 import { vmmReportSignal } from './messages.js'
-import { HostIdKey, InstanceIdKey, InstanceStateKey, OperationKey } from './search-attributes.js'
+import { HostIdKey, InstanceIdKey, InstanceStateKey, OperationKey, ProjectKey } from './search-attributes.js'
 
 /** Workflow type names, as the API and the agents start them. */
 export const WORKFLOW_TYPES = {
@@ -51,17 +51,19 @@ function underInstance (instanceId: string, taskQueue: string) {
 
 /**
  * The options that start an operation's workflow (the API's, the reconciler's): under the
- * instance's ID, with its search attributes (the state as the starter saw it; the execution
- * corrects it if it has moved), its name in the memo and a line for the UI's list.
+ * instance's ID, with its search attributes (the state as the starter saw it, and its project
+ * when the starter knows it; the execution corrects or adds them from the record it reads), its
+ * name in the memo and a line for the UI's list.
  */
-export function operationStart (request: OperationRequest, instance: { name: string, state: InstanceState }, taskQueue: string) {
+export function operationStart (request: OperationRequest, instance: { name: string, state: InstanceState, projectId?: string }, taskQueue: string) {
   return {
     ...underInstance(request.instanceId, taskQueue),
     args: [request] as [OperationRequest],
     typedSearchAttributes: [
       { key: InstanceIdKey, value: request.instanceId },
       { key: OperationKey, value: request.kind },
-      { key: InstanceStateKey, value: instance.state }
+      { key: InstanceStateKey, value: instance.state },
+      ...(instance.projectId === undefined ? [] : [{ key: ProjectKey, value: instance.projectId }])
     ],
     memo: { instanceName: instance.name },
     staticSummary: summaryOf(request, instance.name)

@@ -11,7 +11,7 @@ import type { VmmRecord } from '../domain/vmm.js'
 
 type Row = Record<string, any>
 
-export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy, i.on_host_failure,
+export const INSTANCE_COLUMNS = `i.id, i.project_id, i.name, i.vcpus, i.memory_mib, i.boot, i.stop_grace_seconds, i.restart_policy, i.on_host_failure,
   i.state, i.intended_state, i.active_vmm_id, i.generation, i.last_error, i.restart_attempts, i.restart_at,
   i.created_at, i.updated_at, i.destroyed_at, i.cloud_init,
   (SELECT COALESCE(jsonb_agg(jsonb_build_object(
@@ -26,6 +26,7 @@ export const INSTANCE_COLUMNS = `i.id, i.name, i.vcpus, i.memory_mib, i.boot, i.
 export function toInstance (row: Row): Instance {
   return {
     id: row.id,
+    projectId: row.project_id,
     name: row.name,
     vcpus: row.vcpus,
     memoryMiB: row.memory_mib,

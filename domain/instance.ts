@@ -98,6 +98,8 @@ export interface InstanceError {
 
 export interface Instance extends InstanceShape {
   id: string
+  /** The project that owns it; absent in records read before projects existed. */
+  projectId?: string
   name: string
   disks: InstanceDisk[]
   interfaces: InstanceInterface[]

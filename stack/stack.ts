@@ -283,7 +283,8 @@ export class DevStack {
         ? [`  Temporal     ${info.temporalAddress}: Temporal's server on PostgreSQL, ${HISTORY_SHARDS} history shards`]
         : [],
       ...Object.entries(info.metricsUrls).map(([component, url]) => `  metrics      ${url} (${component})`),
-      `  API token    ${info.apiToken} (operator), ${info.viewerToken} (viewer: read-only)`,
+      // Where the tokens are, never the tokens: this goes to logs/stack.log too.
+      `  API token    in ${displayPath(this.paths.apiTokenFile)} (fleet operator), ${displayPath(this.paths.viewerTokenFile)} (fleet viewer)`,
       `  hosts        ${info.hosts.map((host) => `${host.id} (agent ${host.url})`).join(', ')}`,
       `  try:         curl -H "Authorization: Bearer $(cat ${displayPath(this.paths.apiTokenFile)})" ${info.apiUrl}/v1/instances`,
       'Ctrl-C stops the stack (VMs keep running and are re-adopted by the next start).'

@@ -69,7 +69,7 @@ import {
   vmmReportSignal
 } from '../contract/messages.js'
 import type { ChangeResult, InstanceChange, InstanceSnapshot } from '../contract/records.js'
-import { HostIdKey, InstanceStateKey, OperationKey } from '../contract/search-attributes.js'
+import { HostIdKey, InstanceStateKey, OperationKey, ProjectKey } from '../contract/search-attributes.js'
 import { WORKFLOW_TYPES } from '../contract/workflows.js'
 import { decisionKeys } from '../domain/decisions.js'
 import type { Instance } from '../domain/instance.js'
@@ -88,7 +88,7 @@ import { recordHostFailureRestart, recordOperationOutcome } from './metrics.js'
 import { migrate } from './migrate.js'
 import { reboot } from './reboot.js'
 import { describeFailure, start } from './start.js'
-import { HALTS_CONTINUE_AS_NEW_PATCH, OPERATION_OUTLIVES_FAILURE_PATCH } from './patches.js'
+import { HALTS_CONTINUE_AS_NEW_PATCH, OPERATION_OUTLIVES_FAILURE_PATCH, PROJECT_IN_SEARCH_PATCH } from './patches.js'
 import { VmmBook } from './vmm-book.js'
 
 export class InstanceExecution implements InstanceContext {
@@ -338,7 +338,13 @@ export class InstanceExecution implements InstanceContext {
     this.snapshot = snapshot
     for (const vmm of [...snapshot.liveVmms, ...(snapshot.activeVmm === null ? [] : [snapshot.activeVmm])]) this.vmms.remember(vmm)
     const hostId = this.activeVmm()?.hostId
-    showInSearch([{ key: InstanceStateKey, value: snapshot.instance.state }, ...(hostId === undefined ? [] : [{ key: HostIdKey, value: hostId }])])
+    // Records read before projects name none; patched only where one is named, as those replay.
+    const projectId = snapshot.instance.projectId
+    showInSearch([
+      { key: InstanceStateKey, value: snapshot.instance.state },
+      ...(hostId === undefined ? [] : [{ key: HostIdKey, value: hostId }]),
+      ...(projectId === undefined || !patched(PROJECT_IN_SEARCH_PATCH) ? [] : [{ key: ProjectKey, value: projectId }])
+    ])
   }
 
   /** Records the reports received and not yet recorded, if any are left when its turn comes. */

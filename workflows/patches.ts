@@ -12,6 +12,13 @@
 export const INSTANCE_STORAGE_PATCH = 'instance-storage'
 
 /**
+ * Instances belong to projects (issue 28): an execution shows its instance's project in the
+ * `Project` search attribute, set from the record it reads when its starter did not set it (a
+ * host's report, a restart).
+ */
+export const PROJECT_IN_SEARCH_PATCH = 'project-in-search'
+
+/**
  * A stop or delete can reach an instance its delete has just destroyed (accepted as that delete
  * ended): it ends its operation saying so, and records no change of state, where it recorded the
  * instance `stopped` or `destroyed` again.

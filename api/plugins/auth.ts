@@ -22,6 +22,7 @@ import { ACTIONS, decide, isProjectAction, POLICY, type Action, type Principal, 
 import { DEFAULT_PROJECT, DEFAULT_PROJECT_NAME } from '../../domain/projects.js'
 import { bearerTokenOf } from '../../http/bearer-token.js'
 import { Authenticator, type EnvironmentTokens } from '../auth/principals.js'
+import { projectRefSchema } from '../schemas/projects.js'
 import { ApiProblem } from './problem-details.js'
 
 declare module 'fastify' {
@@ -89,6 +90,7 @@ export const authorize = fp<{ tokens: EnvironmentTokens }>(async (fastify, opts)
     const named = (request.params as { project?: string }).project
     if (isProjectAction(action)) {
       if (named === undefined) markUnscoped(request, reply)
+      else checkProjectRef(named)
       request.project = named === undefined ? DEFAULT_PROJECT : await findProject(fastify.db, named)
       if (request.project === null) throw projectNotFound(named!)
     }
@@ -104,6 +106,15 @@ export const authorize = fp<{ tokens: EnvironmentTokens }>(async (fastify, opts)
     }
   })
 }, { name: 'authorize', dependencies: ['database'] })
+
+/** A project's name or ID, checked before it is looked up: the route's own validation comes after this hook. */
+function checkProjectRef (named: string): void {
+  const checked = projectRefSchema.safeParse(named)
+  if (!checked.success) {
+    const message = checked.error.issues[0]!.message
+    throw new ApiProblem(400, 'Bad Request', `params.project: ${message}`, [{ path: 'params.project', message }])
+  }
+}
 
 function projectNotFound (named: string): ApiProblem {
   return new ApiProblem(404, 'Not Found', `project ${named} does not exist`)

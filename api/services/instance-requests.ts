@@ -84,7 +84,7 @@ interface Dependencies {
 export function createInstanceRequests (deps: Dependencies) {
   const { db, temporal, repository } = deps
 
-  function startOptions (request: OperationRequest, instance: { name: string, state: InstanceState }) {
+  function startOptions (request: OperationRequest, instance: { name: string, state: InstanceState, projectId?: string }) {
     return operationStart(request, instance, deps.taskQueue)
   }
 
@@ -163,7 +163,7 @@ export function createInstanceRequests (deps: Dependencies) {
    * transaction did not commit: that run is the create's.
    */
   async function startCreate (request: CreateRequest): Promise<string> {
-    const options = { ...startOptions(request, { name: request.instance.name, state: 'creating' }), workflowIdConflictPolicy: 'FAIL' as const }
+    const options = { ...startOptions(request, { name: request.instance.name, state: 'creating', projectId: request.instance.projectId }), workflowIdConflictPolicy: 'FAIL' as const }
     try {
       return (await temporal.workflow.start(WORKFLOW_TYPES.create, options)).firstExecutionRunId
     } catch (err) {
