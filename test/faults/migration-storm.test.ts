@@ -1,6 +1,6 @@
 /**
  * The migration storm (issue 25), the race storm's sibling (storm.test.ts). 12 instances on 3
- * hosts, each with a migration behaviour of its own on its kernel command line (docs/simulator.md):
+ * hosts (every other one in a second project), each with a migration behaviour of its own on its kernel command line (docs/simulator.md):
  * 2 plain, 2 slow (about 4 s to send), one refused by the receiver at each of start, config,
  * memory, state and complete, 2 whose final acknowledgement is lost (`ack`: both sides resume),
  * and 1 that never converges (cancelled at the completion timeout, made 20 s here). For 2 minutes
@@ -57,6 +57,7 @@ import { DOUBLE_RUN_BOUND_MS, sampleGuests, type GuestSampler, type SamplerRepor
 import { hostOf, newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
 import { temporalCli } from '../helpers/operator.js'
 import { cutHost, healHost } from '../helpers/partition.js'
+import { ensureSecondProject, projectPathOf, type ProjectPair } from '../helpers/projects.js'
 import { api, type ApiResponse, type TestStack } from '../helpers/stack.js'
 import { temporalTrouble } from '../helpers/temporal-trouble.js'
 
@@ -107,6 +108,9 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
   let sampler: GuestSampler | null = null
   let sampled: SamplerReport | null = null
   const names = new Map<string, string>()
+  /** Each instance's path, in its project. */
+  const paths = new Map<string, string>()
+  let projects: ProjectPair
   const kills: string[] = []
   let stormEndedAt = 0
   let cutHostId: string | null = null
@@ -124,6 +128,7 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
     })
     db = new pg.Client({ connectionString: stack.info.databaseUrl })
     await db.connect()
+    projects = await ensureSecondProject(stack, 'storm-b', '10.79.0.0/16')
   })
   after(async () => {
     await sampler?.stop()
@@ -137,13 +142,15 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
   const label = (instanceId: string): string => names.get(instanceId) ?? instanceId
 
   it('runs the storm, every answer one of 200, 202, 404, 409 and 422, and every fault landing', async () => {
-    const ids = await Promise.all(BEHAVIOURS.map(async ([name, cmdline]) => {
-      const created = await api(stack).post<Accepted>('/v1/instances', { ...newInstance(name, `console=ttyS0 ${cmdline}`), restartPolicy: 'on-failure' })
+    const ids = await Promise.all(BEHAVIOURS.map(async ([name, cmdline], i) => {
+      const project = projectPathOf(projects, i)
+      const created = await api(stack).post<Accepted>(`${project}/instances`, { ...newInstance(name, `console=ttyS0 ${cmdline}`), restartPolicy: 'on-failure' })
       assert.equal(created.status, 202, JSON.stringify(created.body))
       names.set(created.body.instance!.id, name)
+      paths.set(created.body.instance!.id, `${project}/instances/${created.body.instance!.id}`)
       return created.body.instance!.id
     }))
-    for (const id of ids) await waitForState(stack, id, 'running', 120_000)
+    for (const [i, id] of ids.entries()) await waitForState(stack, id, 'running', 120_000, projectPathOf(projects, i))
     sampler = sampleGuests(stack)
 
     const answers = new Map<string, number>()
@@ -239,7 +246,7 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
   })
 
   async function send (request: Request, id: string): Promise<ApiResponse<Accepted>> {
-    const instance = `/v1/instances/${id}`
+    const instance = paths.get(id)!
     const grace = Math.floor(Math.random() * 3)
     switch (request) {
       case 'migrate': return await api(stack).post(`${instance}/migrate`, migrateBody())
@@ -281,11 +288,11 @@ describe('a migration storm: random migrations, cancels, stops, starts, deletes,
   async function slowMigrationSending (slowIds: string[]): Promise<{ instanceId: string, sourceHostId: string }> {
     return await waitFor('a slow migration to be sending', async () => {
       for (const id of slowIds) {
-        const { body } = await api(stack).get<StormInstance>(`/v1/instances/${id}`)
+        const { body } = await api(stack).get<StormInstance>(paths.get(id)!)
         if (body.migration?.phase === 'sending') return { instanceId: id, sourceHostId: body.migration.source.hostId }
         if (body.operation !== null) continue
-        if (body.state === 'running') await api(stack).post(`/v1/instances/${id}/migrate`)
-        else if (body.state === 'stopped' || body.state === 'failed') await api(stack).post(`/v1/instances/${id}/start`)
+        if (body.state === 'running') await api(stack).post(`${paths.get(id)!}/migrate`)
+        else if (body.state === 'stopped' || body.state === 'failed') await api(stack).post(`${paths.get(id)!}/start`)
       }
       return null
     }, { timeoutMs: IN_FLIGHT_TIMEOUT_MS, intervalMs: 200 })

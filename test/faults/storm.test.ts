@@ -1,6 +1,6 @@
 /**
- * The storm: 8 clients send random start, stop, reboot and delete requests to 12 instances,
- * some 16 a second, while the worker is killed once and frozen three times for longer than a
+ * The storm: 8 clients send random start, stop, reboot and delete requests to 12 instances (every
+ * other one in a second project), some 16 a second, while the worker is killed once and frozen three times for longer than a
  * workflow task's timeout. Conflicting requests preempt and queue behind one another, and
  * workflow tasks time out and run again under load: the weather in which an execution written
  * with position-keyed writes recorded a delete `succeeded` for an instance left `stopped`, left
@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, it } from 'node:test'
 import pg from 'pg'
 import { checkInvariants, violationsOf, type InvariantReport } from '../helpers/invariants.js'
+import { ensureSecondProject, projectPathOf, type ProjectPair } from '../helpers/projects.js'
 import { replayExecutions } from '../helpers/replay-executions.js'
 import { waitFor } from '../../stack/wait.js'
 import { newInstance, waitForState } from '../helpers/instances.js'
@@ -40,10 +41,12 @@ interface Accepted { instance: { id: string }, operation: { id: string } | null 
 describe('a storm of conflicting requests through a killed and thrice frozen worker', { timeout: 15 * 60_000 }, () => {
   let stack: TestStack
   let db: pg.Client
+  let projects: ProjectPair
   before(async () => {
     stack = await startStack({ hosts: 2, env: { VMPLANE_HOST_VCPUS: '1024', VMPLANE_RECONCILE_SECONDS: '15', VMPLANE_ORPHAN_GRACE_SECONDS: '20' } })
     db = new pg.Client({ connectionString: stack.info.databaseUrl })
     await db.connect()
+    projects = await ensureSecondProject(stack, 'storm-b', '10.79.0.0/16')
   })
   after(async () => {
     await db?.end()
@@ -52,11 +55,11 @@ describe('a storm of conflicting requests through a killed and thrice frozen wor
 
   it('ends every accepted request recorded as what happened, with no execution stuck', async () => {
     const ids = await Promise.all(Array.from({ length: INSTANCES }, async (_, i) => {
-      const created = await api(stack).post<Accepted>('/v1/instances', newInstance(`storm-${i}`, 'sim.shutdown_ms=200'))
+      const created = await api(stack).post<Accepted>(`${projectPathOf(projects, i)}/instances`, newInstance(`storm-${i}`, 'sim.shutdown_ms=200'))
       assert.equal(created.status, 202, JSON.stringify(created.body))
       return created.body.instance.id
     }))
-    for (const id of ids) await waitForState(stack, id, 'running', 120_000)
+    for (const [i, id] of ids.entries()) await waitForState(stack, id, 'running', 120_000, projectPathOf(projects, i))
 
     const accepted: string[] = []
     const answers = new Map<string, number>()
@@ -64,7 +67,7 @@ describe('a storm of conflicting requests through a killed and thrice frozen wor
     const client = async (): Promise<void> => {
       while (Date.now() < end) {
         const index = Math.floor(Math.random() * INSTANCES)
-        const answer = await send(pickRequest(index < DOOMED), ids[index]!)
+        const answer = await send(pickRequest(index < DOOMED), `${projectPathOf(projects, index)}/instances/${ids[index]!}`)
         const tally = `${answer.request} ${answer.status}`
         answers.set(tally, (answers.get(tally) ?? 0) + 1)
         assert.ok([200, 202, 404, 409].includes(answer.status), `${tally}: ${JSON.stringify(answer.body)}`)
@@ -114,8 +117,8 @@ describe('a storm of conflicting requests through a killed and thrice frozen wor
     assert.equal((await stack.exitsOf('worker')).length, 1, 'the worker ended only by the kill')
   })
 
-  async function send (request: Request, id: string): Promise<{ request: Request, status: number, body: Accepted }> {
-    const path = `/v1/instances/${id}`
+  /** Sends the request to the instance at `path`. */
+  async function send (request: Request, path: string): Promise<{ request: Request, status: number, body: Accepted }> {
     const answer = request === 'delete'
       ? await api(stack).delete<Accepted>(`${path}?graceSeconds=${Math.floor(Math.random() * 3)}`)
       : await api(stack).post<Accepted>(`${path}/${request}`, request === 'stop' ? { graceSeconds: Math.floor(Math.random() * 3) } : {})

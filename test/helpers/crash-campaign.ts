@@ -1,7 +1,8 @@
 /**
  * The crash campaign (docs/design.md I3, I5; the answer to crossplane/upjet #305): N instances, each
- * with a boot disk, a data disk, an interface and cloud-init, created and started across the
- * stack's hosts through the HTTP API with bounded concurrency, then all stopped, then all deleted;
+ * with a boot disk, a data disk, an interface and cloud-init, in two projects (every other one in
+ * each, each project with a network of its own), created and started across the stack's hosts
+ * through the HTTP API with bounded concurrency, then all stopped, then all deleted;
  * during each phase the components its strikes name are SIGKILLed at random moments, several
  * times, and the dev stack restarts them: on the dev shape the worker and a host agent
  * (`DEV_STRIKES`), on the cluster shape a worker replica, an API replica and Temporal's server, and
@@ -33,6 +34,7 @@ import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
 import type { ComponentName, LaunchedStack } from './launcher.js'
 import { replayExecutions } from './replay-executions.js'
 import { withTemporalClient } from './temporal-client.js'
+import { ensureSecondProject, projectPathOf } from './projects.js'
 import { sendUntilAnswered } from './retrying-client.js'
 import { replicasOf, type StackInfo } from '../../stack/stack-file.js'
 import { waitFor } from '../../stack/wait.js'
@@ -154,6 +156,8 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
   const db = createPool(stack.info.databaseUrl, 2)
   const began = new Date()
   const ids: string[] = []
+  const projects = await ensureSecondProject(stack, 'campaign-b', '10.79.0.0/16')
+  const projectOf = (i: number): string => projectPathOf(projects, i)
   let retries = 0
   const send = async (method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<string> => {
     const response = await sendUntilAnswered<{ instance: { id: string } }>(stack, method, path, body, {
@@ -169,7 +173,7 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       name: 'create',
       target: 'running',
       send: async (i) => {
-        ids[i] = await send('POST', '/v1/instances', {
+        ids[i] = await send('POST', `${projectOf(i)}/instances`, {
           name: `campaign-${i}`,
           vcpus: 1,
           memoryMiB: 64,
@@ -185,7 +189,7 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       name: 'stop',
       target: 'stopped',
       send: async (i) => {
-        await send('POST', `/v1/instances/${ids[i]}/stop`, { graceSeconds: 5 })
+        await send('POST', `${projectOf(i)}/instances/${ids[i]}/stop`, { graceSeconds: 5 })
         await operations.ended(ids[i]!)
       }
     },
@@ -193,7 +197,7 @@ export async function runCampaign (stack: LaunchedStack, options: CampaignOption
       name: 'delete',
       target: 'destroyed',
       send: async (i) => {
-        await send('DELETE', `/v1/instances/${ids[i]}?graceSeconds=0`)
+        await send('DELETE', `${projectOf(i)}/instances/${ids[i]}?graceSeconds=0`)
         await operations.ended(ids[i]!)
       }
     }

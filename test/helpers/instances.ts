@@ -37,24 +37,25 @@ export function newInstance (name: string, cmdline = 'console=ttyS0') {
   }
 }
 
-/** Polls the instance until `accept` says yes; fails with the last state seen. */
+/** Polls the instance (of the project at `projectPath`) until `accept` says yes; fails with the last state seen. */
 export async function waitForInstance (
   stack: TestStack,
   id: string,
   accept: (instance: InstanceBody) => boolean,
-  timeoutMs = 60_000
+  timeoutMs = 60_000,
+  projectPath = '/v1/projects/default'
 ): Promise<InstanceBody> {
   let last: InstanceBody | null = null
   return await waitFor(`instance ${id} to reach the expected state`, async () => {
-    const { status, body } = await api(stack).get<InstanceBody>(`/v1/instances/${id}`)
-    if (status !== 200) throw new Error(`GET /v1/instances/${id} answered ${status}`)
+    const { status, body } = await api(stack).get<InstanceBody>(`${projectPath}/instances/${id}`)
+    if (status !== 200) throw new Error(`GET ${projectPath}/instances/${id} answered ${status}`)
     last = body
     return accept(body) ? body : null
   }, { timeoutMs, intervalMs: 100, detail: () => `last seen: ${JSON.stringify(last)}` })
 }
 
-export async function waitForState (stack: TestStack, id: string, state: string, timeoutMs?: number): Promise<InstanceBody> {
-  return await waitForInstance(stack, id, (i) => i.state === state && i.operation === null, timeoutMs)
+export async function waitForState (stack: TestStack, id: string, state: string, timeoutMs?: number, projectPath?: string): Promise<InstanceBody> {
+  return await waitForInstance(stack, id, (i) => i.state === state && i.operation === null, timeoutMs, projectPath)
 }
 
 /** What makes `newInstance` an instance without disks: booted from its kernel and initramfs alone. */
