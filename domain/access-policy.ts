@@ -71,7 +71,3 @@ export function decide (principal: Principal, action: Action, projectId: string 
   if (projectId !== null && principal.projectId !== null && principal.projectId !== projectId) return 'not-found'
   return POLICY[principal.role].includes(action) ? 'allow' : 'forbidden'
 }
-
-export function isProjectRole (role: string): role is ProjectRole {
-  return (PROJECT_ROLES as readonly string[]).includes(role)
-}

@@ -96,6 +96,8 @@ export const authorize = fp<{ tokens: EnvironmentTokens }>(async (fastify, opts)
     }
     const decision = decide(principal, action, request.project?.id ?? null)
     if (decision === 'not-found') {
+      // Recorded, if at all, as the fleet's: another project's trail never names this token.
+      request.project = null
       throw named === undefined
         ? new ApiProblem(404, 'Not Found', `the unscoped paths are the ${DEFAULT_PROJECT_NAME} project's; this token's project is at /v1/projects/{project}/…`)
         : projectNotFound(named)

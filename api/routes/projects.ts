@@ -21,7 +21,10 @@ function notFound (named: string): ApiProblem {
 const routes: FastifyPluginAsyncZod = async (fastify) => {
   const { db } = fastify
 
-  /** A project a fleet route names (a project's routes have theirs resolved by the policy's hook). */
+  /**
+   * A project a fleet route names (a project's routes have theirs resolved by the policy's hook);
+   * the route makes it the request's, so the change is in that project's audit trail too.
+   */
   async function named (project: string) {
     const found = await findProject(db, project)
     if (found === null) throw notFound(project)
@@ -39,6 +42,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
   }, async (request, reply) => {
     const created = await insertProject(db, { id: request.newId('project'), name: request.body.name })
     if (created === 'name-taken') throw new ApiProblem(409, 'Conflict', `body.name: a project named ${request.body.name} already exists`, [{ path: 'body.name', message: `a project named ${request.body.name} already exists` }])
+    request.project = created
     return await reply.code(201).send(created)
   })
 
@@ -51,7 +55,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     config: { action: 'fleet.write' },
     schema: { tags, summary: 'Delete a project that owns no live instance or network; its tokens are revoked', headers: idempotencyHeaders, params: projectParamsSchema, response: { 204: z.null().describe('deleted') } }
   }, async (request, reply) => {
-    const project = await named(request.params.project)
+    const project = request.project = await named(request.params.project)
     if (project.id === DEFAULT_PROJECT_ID) throw new ApiProblem(409, 'Conflict', 'the default project holds what the unscoped paths make: it is never deleted')
     const outcome = await deleteProject(db, project.id)
     if (outcome === 'missing') throw notFound(request.params.project)
@@ -72,7 +76,7 @@ const routes: FastifyPluginAsyncZod = async (fastify) => {
     config: { action: 'fleet.write' },
     schema: { tags, summary: "Set the project's quotas (null: no limit; left out: unchanged). A limit below the use refuses new instances until enough are deleted.", headers: idempotencyHeaders, params: projectParamsSchema, body: setQuotasBody, response: { 200: quotasSchema } }
   }, async (request) => {
-    const project = await named(request.params.project)
+    const project = request.project = await named(request.params.project)
     const quotas = await setQuotas(db, project.id, request.body)
     if (quotas === null) throw notFound(request.params.project)
     return quotas

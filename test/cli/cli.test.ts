@@ -163,6 +163,30 @@ describe('vmplane CLI against a stack', () => {
     assert.deepEqual(list.items.map((h) => h.id).sort(), stack.info.hosts.map((h) => h.id).sort())
   })
 
+  it('projects, quotas and tokens: a project made and bounded, a token for it, and that token acting in it alone', async () => {
+    assertSucceeded(await cli('projects', 'create', 'cli-team'))
+    const set = await cli('--project', 'cli-team', 'quotas', 'set', '--vcpus', '2', '--instances', '1')
+    assertSucceeded(set)
+    assert.match(set.stdout, /^vcpus +0 +2$/m)
+    assert.match(set.stdout, /^memoryMiB +0 +none$/m)
+    const made = await json<{ token: string, role: string }>('--project', 'cli-team', 'tokens', 'create', 'cli-team-ci', '--role', 'collaborator')
+    assert.equal(made.role, 'collaborator')
+    const team = async (...args: string[]) => await runCli(['--project', 'cli-team', ...args], { env: { ...env, VMPLANE_TOKEN: made.token } })
+    assertSucceeded(await team('instances', 'create', '--name', 'only-one', ...BOOT, '--no-start'))
+    const second = await team('instances', 'create', '--name', 'one-too-many', ...BOOT, '--no-start')
+    assertOneLineError(second, 1, /quota on instances is 1: 1 in use, and this instance needs 1/)
+    const listed = await team('instances', 'list')
+    assertSucceeded(listed)
+    assert.match(listed.stdout, /only-one/)
+    // The team's token sees its project alone: the default project's instances are another's.
+    assertOneLineError(await runCli(['instances', 'list'], { env: { ...env, VMPLANE_TOKEN: made.token } }), 1, /project default does not exist/)
+    assertOneLineError(await team('projects', 'create', 'escalated'), 1, /may not run the fleet/)
+    const tokens = await cli('--project', 'cli-team', 'tokens', 'list')
+    assertSucceeded(tokens)
+    assert.match(tokens.stdout, /^cli-team-ci +collaborator /m)
+    assert.doesNotMatch(tokens.stdout, /vmp_/, 'no secret in a list')
+  })
+
   it('--wait past --timeout exits 4 naming the operation, which goes on', async () => {
     const result = await cli('instances', 'create', '--name', 'cli-stuck', ...STUCK_BOOT, '--wait', '--timeout', '1')
     assert.equal(result.code, 4, result.stderr)

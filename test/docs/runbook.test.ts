@@ -26,7 +26,7 @@ import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const RUNBOOK = join(REPO_ROOT, 'docs', 'operations.md')
 const SETUP_SECTION = 'Before you start'
-const PLACEHOLDERS = ['data-dir', 'instance-id', 'host-id', 'operation-id', 'run-id'] as const
+const PLACEHOLDERS = ['data-dir', 'instance-id', 'host-id', 'operation-id', 'run-id', 'project-id'] as const
 type Placeholder = typeof PLACEHOLDERS[number]
 
 interface Step {
@@ -75,6 +75,9 @@ describe('the operator runbook, docs/operations.md', async () => {
   const values: Partial<Record<Placeholder, string>> = {}
   /** Host agents frozen (SIGSTOP) to make a host lost: resumed at the end whatever happens. */
   const frozen = new Set<string>()
+  /** The token the runbook makes for its team's project, and the instance the team creates with it. */
+  let teamToken = ''
+  let teamInstance = ''
   /**
    * The stack of the section on leases: the runbook's stack keeps none, since its sections freeze
    * agents for minutes (a host keeping a lease fences itself in seconds). Its hosts keep one, and
@@ -609,6 +612,42 @@ describe('the operator runbook, docs/operations.md', async () => {
           const instance = await waitForState(stack, values['instance-id']!, 'running')
           assert.notEqual(instance.vmm?.hostId, values['host-id'], 'the drained host\'s instance runs elsewhere')
         }
+      }
+    ],
+    'A team\'s project: its quotas, its tokens, its operations and who did what': [
+      {
+        command: /-X POST \$API\/v1\/projects -d '\{"name": "team-a"\}' \| jq /,
+        check: (output) => {
+          includesAll(output, '"name": "team-a"')
+          values['project-id'] = (JSON.parse(output) as { id: string }).id
+        }
+      },
+      {
+        command: /-X PUT \$API\/v1\/projects\/team-a\/quotas /,
+        check: (output) => includesAll(output, '{"vcpus":8,"memoryMiB":null,"diskGiB":null,"instances":4,"addresses":null}', '{"vcpus":0,"memoryMiB":0,"diskGiB":0,"instances":0,"addresses":0}')
+      },
+      {
+        command: /-X POST \$API\/v1\/projects\/team-a\/tokens .* \| jq -r '\.role, \.expiresAt, \.token'/,
+        check: (output) => {
+          const [role, , token] = output.trim().split('\n')
+          assert.equal(role, 'collaborator')
+          assert.match(token ?? '', /^vmp_[0-9a-f]{32}_/)
+          teamToken = token!
+        }
+      },
+      {
+        command: /^temporal workflow list -q "Project = '<project-id>'"$/,
+        // The team, with its new token, creates an instance in its project.
+        given: async () => {
+          const created = await api({ apiUrl: stack.info.apiUrl, apiToken: teamToken }).post('/v1/projects/team-a/instances', { name: 'team-a-web', vcpus: 1, memoryMiB: 128, boot: { kernel: 'vmlinux', initramfs: 'initrd.img' } })
+          assert.equal(created.status, 202, JSON.stringify(created.body))
+          teamInstance = created.body.instance.id
+        },
+        check: (output) => includesAll(output, `instance-${teamInstance}`, 'createInstance')
+      },
+      {
+        command: /\/v1\/projects\/team-a\/audit\?limit=5/,
+        check: (output) => includesAll(output, 'team-a-ci  POST /v1/projects/team-a/instances  202', 'VMPLANE_API_TOKEN  POST /v1/projects/team-a/tokens  201', 'VMPLANE_API_TOKEN  PUT /v1/projects/team-a/quotas  200')
       }
     ]
   }

@@ -3,8 +3,8 @@
  * collaborator's token in each; each runs an instance on the hosts; neither sees, stops nor
  * lists the other's; Temporal lists each project's executions by its `Project` search
  * attribute; the audit trail holds each of their changes once, with its token; and no token's
- * secret is written anywhere the stack keeps things: its components' logs, or any row of its
- * database.
+ * secret is written anywhere the stack keeps or shows things: its components' logs, their
+ * metrics, or any row of its database.
  */
 import assert from 'node:assert/strict'
 import { readdir, readFile } from 'node:fs/promises'
@@ -105,7 +105,7 @@ describe('tenancy on the dev stack', { timeout: 600_000 }, () => {
     }
   })
 
-  it('writes no token\'s secret into any log of the stack or any row of its database', async () => {
+  it('writes no token\'s secret into any log of the stack, any metric, or any row of its database', async () => {
     const secrets = [...Object.values(tokens), stack.info.apiToken, stack.info.viewerToken, stack.info.agentToken]
     const personal = Object.values(tokens).map((token) => secretOf(token))
     for (const file of await readdir(stack.paths.logDir)) {
@@ -113,6 +113,10 @@ describe('tenancy on the dev stack', { timeout: 600_000 }, () => {
       for (const secret of personal) assert.equal(text.includes(secret), false, `a token's secret is in ${file}`)
       // The environment's tokens are in the stack's files for its operators; never in a log.
       for (const secret of secrets) assert.equal(text.includes(secret), false, `a token is in ${file}`)
+    }
+    for (const [component, url] of Object.entries(stack.info.metricsUrls)) {
+      const text = await (await fetch(url)).text()
+      for (const secret of [...personal, ...secrets]) assert.equal(text.includes(secret), false, `a token is in ${component}'s metrics`)
     }
     const client = new pg.Client({ connectionString: stack.info.databaseUrl })
     await client.connect()
