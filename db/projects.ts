@@ -3,6 +3,7 @@
  * is made with (db/quotas.ts). A project is deleted only once it owns nothing live: no instance,
  * no network; its tokens are revoked with it.
  */
+import { UUID_PATTERN } from '../domain/ids.js'
 import type { Project } from '../domain/projects.js'
 import { revokeTokensOfProject } from './api-tokens.js'
 import { inTransaction, type Pool, type Queryable } from './pool.js'
@@ -44,7 +45,7 @@ export async function listProjects (db: Queryable, only: string | null): Promise
 
 /** A live project by ID or by name. */
 export async function findProject (db: Queryable, idOrName: string): Promise<ProjectRow | null> {
-  const byId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrName)
+  const byId = UUID_PATTERN.test(idOrName)
   const { rows } = await db.query(
     `SELECT ${COLUMNS} FROM projects WHERE deleted_at IS NULL AND ${byId ? 'id = $1::uuid' : 'name = $1'}`,
     [idOrName]

@@ -62,6 +62,11 @@ export interface Principal {
 
 export type Decision = 'allow' | 'not-found' | 'forbidden'
 
+/** The roles that have the action, as a refusal names them. */
+export function rolesWith (action: Action): Role[] {
+  return (Object.keys(POLICY) as Role[]).filter((role) => POLICY[role].includes(action))
+}
+
 export function isProjectAction (action: Action): boolean {
   return action.startsWith('project.')
 }

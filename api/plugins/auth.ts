@@ -18,7 +18,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import { findProject, type ProjectRow } from '../../db/projects.js'
-import { ACTIONS, decide, isProjectAction, POLICY, type Action, type Principal, type Role } from '../../domain/access-policy.js'
+import { ACTIONS, decide, isProjectAction, rolesWith, type Action, type Principal } from '../../domain/access-policy.js'
 import { DEFAULT_PROJECT, DEFAULT_PROJECT_NAME } from '../../domain/projects.js'
 import { bearerTokenOf } from '../../http/bearer-token.js'
 import { Authenticator, type EnvironmentTokens } from '../auth/principals.js'
@@ -41,7 +41,7 @@ declare module 'fastify' {
 /** When the unscoped paths (the `default` project's) were deprecated, as RFC 9745 writes it: the day projects came. */
 const UNSCOPED_PATHS_DEPRECATED = '@1795910400'
 /** When they end: a year later. */
-export const UNSCOPED_PATHS_SUNSET = 'Mon, 29 Nov 2027 00:00:00 GMT'
+const UNSCOPED_PATHS_SUNSET = 'Mon, 29 Nov 2027 00:00:00 GMT'
 
 /** What each action lets a token do, for refusals. */
 const ACTION_PHRASES: Record<Action, string> = {
@@ -54,11 +54,6 @@ const ACTION_PHRASES: Record<Action, string> = {
   'fleet.read': 'read the fleet',
   'fleet.write': 'run the fleet',
   'lease.renew': "renew a host's lease"
-}
-
-/** The roles that may do the action, as a refusal names them. */
-export function rolesThatMay (action: Action): Role[] {
-  return (Object.keys(POLICY) as Role[]).filter((role) => POLICY[role].includes(action))
 }
 
 function describe (principal: Principal): string {
@@ -76,7 +71,7 @@ export const authorize = fp<{ tokens: EnvironmentTokens }>(async (fastify, opts)
     if (action === undefined || !ACTIONS.includes(action)) {
       throw new Error(`${String(route.method)} ${route.url} names no action of the policy table (config.action)`)
     }
-    const roles = `Roles: ${rolesThatMay(action).join(', ')}.`
+    const roles = `Roles: ${rolesWith(action).join(', ')}.`
     route.schema = { ...route.schema, description: route.schema?.description === undefined ? roles : `${route.schema.description} ${roles}` }
   })
 
@@ -104,7 +99,7 @@ export const authorize = fp<{ tokens: EnvironmentTokens }>(async (fastify, opts)
     }
     if (decision === 'forbidden') {
       const route = `${request.method} ${request.routeOptions.url ?? request.url}`
-      throw new ApiProblem(403, 'Forbidden', `${describe(principal)} may not ${ACTION_PHRASES[action]}: ${route} needs a token of role ${rolesThatMay(action).join(', ')}`)
+      throw new ApiProblem(403, 'Forbidden', `${describe(principal)} may not ${ACTION_PHRASES[action]}: ${route} needs a token of role ${rolesWith(action).join(', ')}`)
     }
   })
 }, { name: 'authorize', dependencies: ['database'] })

@@ -22,8 +22,7 @@ import { problemContent } from '../plugins/route-contract.js'
 import { idParamsSchema } from '../schemas/common.js'
 import { paramsIn, type RouteScope } from '../schemas/projects.js'
 import { instanceOfTheProject } from '../services/project-scope.js'
-import { decide } from '../../domain/access-policy.js'
-import { rolesThatMay } from '../plugins/auth.js'
+import { decide, rolesWith } from '../../domain/access-policy.js'
 
 const tags = ['instances']
 
@@ -94,7 +93,7 @@ const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
       const input = holdMessages(socket)
       try {
         if (decide(request.principal, 'project.write', request.project!.id) !== 'allow') {
-          throw new ApiProblem(403, 'Forbidden', `the interactive console needs a token of role ${rolesThatMay('project.write').join(', ')}`)
+          throw new ApiProblem(403, 'Forbidden', `the interactive console needs a token of role ${rolesWith('project.write').join(', ')}`)
         }
         const { token } = agents()
         const vmm = await target(id)

@@ -1,5 +1,6 @@
 import { z } from 'zod'
-import { LIMITS } from '../../domain/limits.js'
+import { UUID_PATTERN } from '../../domain/ids.js'
+import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 
 /** RFC 9457 problem details: every error the API returns has this shape. */
 export const problemSchema = z.object({
@@ -14,10 +15,13 @@ export const problemSchema = z.object({
 
 export const idParamsSchema = z.strictObject({ id: z.uuid() })
 
+/** A name (a DNS label) or an ID, as one pattern, which the API's document shows. */
+const NAME_OR_ID_PATTERN = new RegExp(`^(${INSTANCE_NAME_PATTERN.source.slice(1, -1)}|${UUID_PATTERN.source.slice(1, -1)})$`)
+
 /** A resource named by its name (a DNS label) or its ID. */
 export function nameOrIdSchema (what: string) {
   return z.string().min(1).max(LIMITS.nameMaxLength)
-    .regex(/^([a-z0-9]([a-z0-9-]*[a-z0-9])?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/, `must be ${what}'s name or ID`)
+    .regex(NAME_OR_ID_PATTERN, `must be ${what}'s name or ID`)
 }
 
 /** A page's cursor, as the API returns it (api/services/instances-repository.ts): base64url. */

@@ -1,6 +1,7 @@
 /** Projects, their tokens, quotas and audit trail, as the API shows them (docs/design.md §18). */
 import { z } from 'zod'
 import { FLEET_ROLES, PROJECT_ROLES } from '../../domain/access-policy.js'
+import { UUID_PATTERN } from '../../domain/ids.js'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { QUOTA_RESOURCES } from '../../domain/projects.js'
 import { urlInteger } from '../../domain/url-integer.js'
@@ -27,12 +28,10 @@ export function scopeParams (scope: RouteScope) {
   return scope.scoped ? { params: z.strictObject({ project: projectRefSchema }) } : {}
 }
 
-const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
 export const createProjectBody = z.strictObject({
   name: z.string().max(LIMITS.nameMaxLength)
     .regex(INSTANCE_NAME_PATTERN, 'must be lower-case letters, digits and dashes, starting and ending with a letter or digit')
-    .refine((name) => !UUID_SHAPE.test(name), 'must not look like an ID')
+    .refine((name) => !UUID_PATTERN.test(name), 'must not look like an ID')
 }).meta({ id: 'CreateProject' })
 
 export const projectSchema = z.object({
@@ -60,7 +59,7 @@ export const setQuotasBody = z.strictObject(Object.fromEntries(QUOTA_RESOURCES.m
 const tokenNameSchema = z.string().min(1).max(LIMITS.nameMaxLength).regex(/^[\x20-\x7e]+$/, 'must be printable ASCII')
 
 /** How long a token lives when its request says nothing: 90 days; at most a year. */
-export const DEFAULT_TOKEN_DAYS = 90
+const DEFAULT_TOKEN_DAYS = 90
 const MAX_TOKEN_DAYS = 366
 
 const tokenLifetime = {
