@@ -11,10 +11,11 @@ import type { HostAgentActivities } from '../contract/activities.js'
 import type { PlacementRequest, PlacementResult } from '../contract/records.js'
 import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
 import { storageOf } from '../db/instances.js'
+import { vnisOfInterfaces } from '../db/networks.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { VmmView } from '../domain/host-agent-api.js'
+import type { PlannedVmmSpec, VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from '../http/host-agent-client.js'
 import { noteContactFailed, noteContactWorked } from './host-records.js'
@@ -56,10 +57,11 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
   const { client } = deps
   return {
     async ensureVmm (input) {
+      const spec = await withSegments(deps.pool, input.spec)
       const view = await onAgent(deps, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
         instanceId: input.instanceId,
         instanceName: input.instanceName,
-        spec: input.spec,
+        spec,
         ...input.incoming === undefined ? {} : { incoming: input.incoming }
       }))
       crashPoint('ensure.after-agent')
@@ -146,6 +148,25 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
   }
 }
 
+/**
+ * The spec the agent is sent: each interface with its network's VNI, looked up here rather than
+ * carried in the workflow's history (`PlannedVmmSpec`). An interface with no row cannot be: it was
+ * inserted with the instance, before any workflow asked for a VMM.
+ */
+async function withSegments (pool: Pool, spec: PlannedVmmSpec): Promise<VmmSpec> {
+  const { interfaces, ...rest } = spec
+  if (interfaces === undefined) return rest
+  const vnis = await vnisOfInterfaces(pool, interfaces.map((nic) => nic.id))
+  return {
+    ...rest,
+    interfaces: interfaces.map((nic) => {
+      const vni = vnis.get(nic.id)
+      if (vni === undefined) throw new Error(`interface ${nic.id} has no row: its network's segment is unknown`)
+      return { ...nic, vni }
+    })
+  }
+}
+
 /** How long a placement waits for the agent to make its VMM before leaving it to `ensureVmm`. */
 export const PLACED_BOOT_TIMEOUT_MS = 5_000
 
@@ -165,7 +186,8 @@ export async function bootPlaced (deps: AgentCallDependencies, request: Placemen
   if (agentUrl === null) return { ...placement, booted: null }
   let view: VmmView
   try {
-    const { instanceName, spec } = request.boot
+    const { instanceName } = request.boot
+    const spec = await withSegments(deps.pool, request.boot.spec)
     view = await deps.client.ensureVmm(agentUrl, vmmId, { instanceId: snapshot.instance.id, instanceName, spec })
   } catch (err) {
     log.info('the placed VMM\'s agent did not make it at once; ensureVmm asks again', { hostId, vmmId, error: err instanceof Error ? err.message : String(err) })

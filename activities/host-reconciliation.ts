@@ -9,8 +9,8 @@ import type { HostReconciliation, ReconcileCounts } from '../contract/activities
 import { reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { liveDiskIds, liveInstanceIds } from '../db/instances.js'
 import { knownVmmsOn } from '../db/vmms.js'
-import type { StorageListing, StrayView, TapView, VmmView } from '../domain/host-agent-api.js'
-import { hostMends, storageOrphans, type HostMend, type PassClock } from '../domain/reconciliation.js'
+import type { StorageListing } from '../domain/host-agent-api.js'
+import { hostMends, storageOrphans, type HostInventory, type HostMend, type PassClock } from '../domain/reconciliation.js'
 import { concludedReport, type VmmReport } from '../domain/vmm.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 
@@ -21,15 +21,16 @@ export interface ReconcilerDependencies extends AgentCallDependencies {
   orphanGraceMs: number
 }
 
-/** Mends the differences between a host's VMMs, processes and TAPs and what PostgreSQL records. */
+/** Mends the differences between a host's VMMs, processes, TAPs and segments and what PostgreSQL records. */
 export async function reconcileHost (deps: ReconcilerDependencies, hostId: string): Promise<HostReconciliation> {
   const tally = new Tally(hostId)
-  let found: { vmms: VmmView[], strays: StrayView[], taps: TapView[] }
+  let found: HostInventory
   try {
     found = {
       vmms: await onAgent(deps, hostId, (url) => deps.client.listVmms(url)),
       strays: await onAgent(deps, hostId, (url) => deps.client.listStrays(url)),
-      taps: await onAgent(deps, hostId, (url) => deps.client.listTaps(url))
+      taps: await onAgent(deps, hostId, (url) => deps.client.listTaps(url)),
+      segments: await onAgent(deps, hostId, (url) => deps.client.listSegments(url))
     }
   } catch {
     return tally.unreachable()
@@ -73,6 +74,11 @@ async function carryOut (deps: ReconcilerDependencies, hostId: string, mend: Hos
       const { tap } = mend
       return await tally.act('tapsReaped', `removing TAP ${tap.name} on ${hostId}: no live VMM has it`,
         {}, () => onAgent(deps, hostId, (url) => agents.removeTap(url, tap.name)))
+    }
+    case 'remove-segment': {
+      const { segment } = mend
+      return await tally.act('segmentsReaped', `removing network segment ${segment.bridge} (VNI ${segment.vni}) on ${hostId}: no live VMM's TAP is on it`,
+        {}, () => onAgent(deps, hostId, (url) => agents.removeSegment(url, segment.vni)))
     }
   }
 }

@@ -137,8 +137,8 @@ function bootSummary (boot: Instance['boot']): string {
 
 export function networkTable (networks: Network[]): string {
   return table(
-    ['NAME', 'CIDR', 'GATEWAY', 'ADDRESSES USED', 'ID'],
-    networks.map((n) => [n.name, n.cidr, n.gateway, `${n.addressesInUse}/${n.addressesTotal}`, n.id])
+    ['NAME', 'CIDR', 'GATEWAY', 'VNI', 'ADDRESSES USED', 'ID'],
+    networks.map((n) => [n.name, n.cidr, n.gateway, String(n.vni), `${n.addressesInUse}/${n.addressesTotal}`, n.id])
   )
 }
 
@@ -148,6 +148,8 @@ export function networkDetail (network: Network): string {
     ['id', network.id],
     ['cidr', network.cidr],
     ['gateway', network.gateway],
+    ['vni', String(network.vni)],
+    ['mtu', String(network.mtu)],
     ['addresses', `${network.addressesInUse} in use of ${network.addressesTotal}`],
     ['created', timestamp(network.createdAt)]
   ])

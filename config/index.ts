@@ -238,7 +238,7 @@ export function agentConfig (env: Env = process.env) {
       VMPLANE_STORAGE_DIR: z.string().min(1),
       VMPLANE_STORAGE_GIB: count.optional(),
       VMPLANE_AGENT_NETNS: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be a network namespace name').optional(),
-      VMPLANE_AGENT_BRIDGE: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('vmplane0'),
+      VMPLANE_AGENT_UNDERLAY: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'must be an interface name of at most 15 characters').default('eth0'),
       VMPLANE_MIGRATION_LISTEN: migrationListen.optional(),
       VMPLANE_AGENT_WATCHDOG: z.string().regex(/^(unix:)?\/[^\0]*$/, 'must be a device path (/dev/watchdog) or unix:<socket path>').optional(),
       VMPLANE_HOST_WATCHDOG_SECONDS: watchdogSeconds,
@@ -276,8 +276,8 @@ export function agentConfig (env: Env = process.env) {
     storageGiB: a.VMPLANE_STORAGE_GIB ?? null,
     /** The host's network namespace, where TAPs are made and VMMs run; unset: the agent's own. */
     netns: a.VMPLANE_AGENT_NETNS ?? null,
-    /** The bridge in that namespace every TAP is attached to. */
-    bridge: a.VMPLANE_AGENT_BRIDGE,
+    /** The device in that namespace on the hosts' LAN that carries the networks' VXLAN (network/segments.ts). */
+    underlay: a.VMPLANE_AGENT_UNDERLAY,
     /** Where this host's migration targets listen; by default a directory in the shared storage. */
     migrationListen: a.VMPLANE_MIGRATION_LISTEN ?? { kind: 'unix', dir: join(resolve(a.VMPLANE_STORAGE_DIR), 'migrations') },
     /**

@@ -10,7 +10,7 @@
  * breaks the replay of recorded executions.
  */
 import type { HostAnnouncement, HostStatus } from '../domain/host.js'
-import type { IncomingMigration, VmmSpec } from '../domain/host-agent-api.js'
+import type { IncomingMigration, PlannedVmmSpec } from '../domain/host-agent-api.js'
 import type { LeaseSettings } from '../domain/host-lease.js'
 import type { InstanceState, IntendedState } from '../domain/instance.js'
 import type { RestartBackoff } from '../domain/instance-rules.js'
@@ -78,7 +78,7 @@ export interface VmmTarget {
 export interface EnsureVmmInput extends VmmTarget {
   instanceId: string
   instanceName: string
-  spec: VmmSpec
+  spec: PlannedVmmSpec
   /** Makes the VMM a live migration's target: it receives its VM instead of booting one. */
   incoming?: IncomingMigration
 }

@@ -8,7 +8,7 @@
  * of recorded executions.
  */
 import type { EventKind } from '../domain/event.js'
-import type { VmmSpec } from '../domain/host-agent-api.js'
+import type { PlannedVmmSpec } from '../domain/host-agent-api.js'
 import type { Instance, InstanceError, InstanceState, IntendedState } from '../domain/instance.js'
 import type { MigrationRecordPhase } from '../domain/migration.js'
 import type { OperationError, OperationKind, OperationStatus } from '../domain/operation.js'
@@ -116,7 +116,7 @@ export interface PlacementRequest {
 /** What the agent needs to make a placed VMM that boots (`EnsureVmmInput` less what placement decides). */
 export interface PlacedBoot {
   instanceName: string
-  spec: VmmSpec
+  spec: PlannedVmmSpec
   /**
    * The boot's end, decided with it: recorded by the placement when the agent answers that the VM
    * runs (the activity names the VMM and its host in it, and adds the answer as its observation).

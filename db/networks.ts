@@ -4,6 +4,7 @@
  * names unique in their project and their ranges apart across the fleet (`networks_no_overlap`);
  * a network with live interfaces cannot be deleted, and none is made in a project being deleted.
  */
+import { GUEST_MTU } from '../domain/network-segments.js'
 import { inTransaction, type Pool } from './pool.js'
 
 export interface Network {
@@ -11,6 +12,9 @@ export interface Network {
   name: string
   cidr: string
   gateway: string
+  /** Its VXLAN network identifier, chosen with it and never reused (domain/network-segments.ts). */
+  vni: number
+  mtu: number
   /** Addresses given to live interfaces, and how many the network has to give. */
   addressesInUse: number
   addressesTotal: number
@@ -19,7 +23,7 @@ export interface Network {
 
 export type NetworkInsertProblem = { kind: 'name-taken' } | { kind: 'overlaps', with: string } | { kind: 'project-gone' }
 
-const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.created_at,
+const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.vni, n.created_at,
   (SELECT count(*) FROM interfaces i WHERE i.network_id = n.id AND i.released_at IS NULL)::int AS in_use,
   ((2::bigint ^ (32 - masklen(n.cidr)))::bigint - 3)::int AS total`
 
@@ -29,6 +33,8 @@ function toNetwork (row: Record<string, any>): Network {
     name: row.name,
     cidr: row.cidr,
     gateway: row.gateway,
+    vni: row.vni,
+    mtu: GUEST_MTU,
     addressesInUse: row.in_use,
     addressesTotal: row.total,
     createdAt: row.created_at
@@ -102,4 +108,14 @@ export async function deleteNetwork (db: Pool, id: string): Promise<'deleted' | 
     await tx.query('UPDATE networks SET deleted_at = now() WHERE id = $1', [id])
     return 'deleted'
   })
+}
+
+/** The VNI of each interface's network, by interface ID; an interface with no row is not in the map. */
+export async function vnisOfInterfaces (db: Pool, interfaceIds: readonly string[]): Promise<Map<string, number>> {
+  if (interfaceIds.length === 0) return new Map()
+  const { rows } = await db.query(
+    'SELECT i.id, w.vni FROM interfaces i JOIN networks w ON w.id = i.network_id WHERE i.id = ANY($1::uuid[])',
+    [interfaceIds]
+  )
+  return new Map(rows.map((row) => [row.id as string, row.vni as number]))
 }

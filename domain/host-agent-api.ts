@@ -22,6 +22,7 @@ import {
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
 import { urlInteger } from './url-integer.js'
+import { VNI_RANGE } from './network-segments.js'
 import { HOST_ID_PATTERN } from './ids.js'
 import type { HostImage } from './host.js'
 import { MIGRATION_HALF_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
@@ -60,7 +61,9 @@ export const vmmInterfaceSchema = z.strictObject({
   id: z.uuid(),
   /** The guest's address with its prefix, as cloud-init's network-config takes it: `10.0.0.5/24`. */
   address: z.cidrv4(),
-  gateway: z.ipv4()
+  gateway: z.ipv4(),
+  /** Its network's VNI: the segment its TAP is attached to (domain/network-segments.ts). */
+  vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max)
 })
 export type VmmInterface = z.infer<typeof vmmInterfaceSchema>
 
@@ -83,6 +86,13 @@ export const vmmSpecSchema = z.strictObject({
   cloudInit: cloudInitSchema.optional()
 })
 export type VmmSpec = z.infer<typeof vmmSpecSchema>
+
+/**
+ * A VMM's spec as a workflow has it: its interfaces do not say their segment, which the activity
+ * that calls the agent looks up (activities/host-agent-calls.ts), so executions recorded before
+ * networks had segments ask for the same VMM as new ones.
+ */
+export type PlannedVmmSpec = Omit<VmmSpec, 'interfaces'> & { interfaces?: Array<Omit<VmmInterface, 'vni'>> }
 
 /**
  * Makes the VMM a live migration's target: it starts empty and receives the VM instead of
@@ -263,6 +273,20 @@ export const tapViewSchema = z.object({
 export type TapView = z.infer<typeof tapViewSchema>
 export const tapListSchema = z.object({ items: z.array(tapViewSchema) })
 export const tapParamsSchema = z.strictObject({ name: z.string().regex(/^vmp[0-9a-f]{12}$/, 'must be a TAP name vmplane gives: vmp and 12 hex digits') })
+
+/**
+ * A network's segment on the host (host-agent/network/segments.ts): its bridge, whether its VXLAN
+ * device is on it, and the TAPs attached. One with no TAP is a leftover, which the reconciler removes.
+ */
+export const segmentViewSchema = z.object({
+  vni: z.number().int(),
+  bridge: z.string(),
+  joined: z.boolean(),
+  taps: z.array(z.string())
+})
+export type SegmentView = z.infer<typeof segmentViewSchema>
+export const segmentListSchema = z.object({ items: z.array(segmentViewSchema) })
+export const segmentParamsSchema = z.strictObject({ vni: urlInteger(VNI_RANGE.min, VNI_RANGE.max) })
 
 export const consoleLogQuerySchema = z.strictObject({
   /** How much of the log's end to return. */

@@ -5,7 +5,7 @@
  * Everything found young (younger than the orphan grace period) is left alone for this pass: a
  * start in flight has the time to record what it made, and a file being written to finish it.
  */
-import type { StorageListing, StrayView, TapView, VmmView } from './host-agent-api.js'
+import type { SegmentView, StorageListing, StrayView, TapView, VmmView } from './host-agent-api.js'
 import { isTerminalVmmState, type VmmRecord } from './vmm.js'
 
 /** A VMM PostgreSQL holds on the host, with whether its instance is destroyed. */
@@ -47,9 +47,19 @@ export type HostMend =
   | { mend: 'stray-waiting', stray: StrayView }
   /** A TAP no live VMM on the host has. */
   | { mend: 'remove-tap', tap: TapView }
+  /** A network's segment with no TAP on it once the pass has removed the TAPs no live VMM has. */
+  | { mend: 'remove-segment', segment: SegmentView }
+
+/** What the reconciler reads from a host's agent. */
+export interface HostInventory {
+  vmms: VmmView[]
+  strays: StrayView[]
+  taps: TapView[]
+  segments: SegmentView[]
+}
 
 /** What to mend on a host, in the order to do it, from its inventory and what PostgreSQL holds. */
-export function hostMends (found: { vmms: VmmView[], strays: StrayView[], taps: TapView[] }, known: ReadonlyMap<string, KnownVmm>, clock: PassClock): HostMend[] {
+export function hostMends (found: HostInventory, known: ReadonlyMap<string, KnownVmm>, clock: PassClock): HostMend[] {
   const mends: HostMend[] = []
   for (const view of found.vmms) {
     const row = known.get(view.id)
@@ -76,6 +86,10 @@ export function hostMends (found: { vmms: VmmView[], strays: StrayView[], taps: 
   }
   for (const tap of found.taps) {
     if (tap.vmmId === null) mends.push({ mend: 'remove-tap', tap })
+  }
+  const owned = new Set(found.taps.filter((tap) => tap.vmmId !== null).map((tap) => tap.name))
+  for (const segment of found.segments) {
+    if (!segment.taps.some((tap) => owned.has(tap))) mends.push({ mend: 'remove-segment', segment })
   }
   return mends
 }

@@ -50,6 +50,8 @@ export const CRASH_POINTS = [
   'agent.destroy.after-kill',
   /** Agent: an instance disk made in the storage directory; the VMM not spawned yet. */
   'agent.disk.after-create',
+  /** Agent: a network's segment (bridge and VXLAN device) made, its TAP not yet; the VMM not spawned yet. */
+  'agent.segment.after-create',
   /** Agent: a TAP made and not yet attached or UP; the VMM not spawned yet. */
   'agent.tap.after-create',
   /** Agent: a migration target's process is spawned; `vm.receive-migration` is not issued yet. */

@@ -17,6 +17,7 @@ import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
 import { vmmCommandPrefix } from './cloud-hypervisor/launch.js'
+import { NetworkSegments } from './network/segments.js'
 import { TapDevices } from './network/taps.js'
 import { missingHostTools, withSbin } from './host-tools.js'
 import { StartupError, claimStateDir, findExecutable } from './state-dir.js'
@@ -52,8 +53,8 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const images = new ImageResolver(config.imageDir)
   const storage = new InstanceStorage(config.storageDir, config.hostId, images)
   await storage.init()
-  const taps = new TapDevices(config.netns, config.bridge)
-  await taps.checkBridge().catch((err: Error) => { throw new StartupError(err.message) })
+  const segments = new NetworkSegments(config.netns, config.underlay)
+  await segments.checkUnderlay().catch((err: Error) => { throw new StartupError(err.message) })
   const transport = new MigrationTransport(config.migrationListen)
   await transport.init()
 
@@ -83,7 +84,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       serialLogBytes: config.serialLogBytes
     },
     store: new RecordStore(config.stateDir),
-    devices: new VmmDevices(images, storage, taps),
+    devices: new VmmDevices(images, storage, new TapDevices(config.netns), segments),
     transport,
     log,
     onChange: (vmm) => { outbox.notify(vmm) },
@@ -98,6 +99,9 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     leaseHeld: () => lease?.keeper.holds() ?? null
   })
   await supervisor.start()
+  // Segments a crash left with no TAP on them (made for a VMM that never got its TAP, or whose last TAP went before the agent did).
+  const pruned = await segments.prune()
+  if (pruned.length > 0) log.info({ vnis: pruned }, 'removed network segments no TAP is on')
   lease?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))

@@ -19,6 +19,7 @@ import {
   agentErrorSchema,
   baseImageListSchema,
   removedSchema,
+  segmentListSchema,
   storageListingSchema,
   strayListSchema,
   tapListSchema,
@@ -28,6 +29,7 @@ import {
   type MigrationOfCall,
   type EnsureVmmRequest,
   type PowerButtonRequest,
+  type SegmentView,
   type SendMigrationRequest,
   type StorageListing,
   type StrayView,
@@ -125,6 +127,14 @@ export class HostAgentClient {
   /** Removes a TAP no live VMM has; false when there was none. */
   async removeTap (agentUrl: string, name: string): Promise<boolean> {
     return (await this.call(agentUrl, 'DELETE', `/v1/taps/${name}`, undefined, removedSchema)).removed
+  }
+
+  async listSegments (agentUrl: string): Promise<SegmentView[]> {
+    return (await this.call(agentUrl, 'GET', '/v1/segments', undefined, segmentListSchema)).items
+  }
+
+  async removeSegment (agentUrl: string, vni: number): Promise<boolean> {
+    return (await this.call(agentUrl, 'DELETE', `/v1/segments/${vni}`, undefined, removedSchema)).removed
   }
 
   /** The end of the VMM's serial log. */

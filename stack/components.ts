@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import type { StackConfig } from './config.js'
 import { REPO_ROOT } from '../scripts/tools/paths.js'
 import type { StackPaths } from './data-dir.js'
-import { HOST_BRIDGE, hostNetworkName } from './host-network.js'
+import { HOST_UPLINK, hostNetworkName } from './host-network.js'
 import type { Hypervisor } from './hypervisor.js'
 import { hostAddress, type StackLan } from './stack-lan.js'
 import type { ComponentSpec } from './supervisor.js'
@@ -138,7 +138,7 @@ export function agentSpec (context: ComponentContext, host: HostPlan, hypervisor
     VMPLANE_AGENT_STATE_DIR: host.stateDir,
     VMPLANE_IMAGE_DIR: host.imageDir,
     VMPLANE_STORAGE_DIR: host.storageDir,
-    VMPLANE_AGENT_BRIDGE: HOST_BRIDGE,
+    VMPLANE_AGENT_UNDERLAY: HOST_UPLINK,
     VMPLANE_AGENT_TOKEN: context.agentToken,
     VMPLANE_CLOUD_HYPERVISOR: hypervisor.binary,
     // The API (or its HAProxy) listens on the root namespace's loopback too; the lease is renewed there.

@@ -1,8 +1,10 @@
 /**
- * A simulated host's network: a network namespace of its own with the bridge its agent attaches
- * TAPs to, so the dev stack and the tests never touch the machine's own interfaces. Made as root
- * with iproute2. In the dev stack the namespace is also on the stack's LAN (stack-lan.ts) and its
- * agent runs inside it, as on a machine of its own.
+ * A simulated host's network: a network namespace of its own, where its agent makes its networks'
+ * segments and TAPs, so the dev stack and the tests never touch the machine's own interfaces. Made
+ * as root with iproute2. In the dev stack the namespace is also on the stack's LAN (stack-lan.ts),
+ * whose port `eth0` carries its segments' VXLAN, and its agent runs inside it, as on a machine of
+ * its own. A test's host (`createHostNetwork`) is on no LAN: its `eth0` is one end of a veth pair
+ * whose other end is in the namespace too, enough to carry VXLAN to nobody.
  *
  * A dev stack's namespaces are named after its data directory and host (`vmp-<hash>-host-1`) and
  * outlive a stop that leaves VMMs running, as a real host's network outlives its control plane:
@@ -14,11 +16,11 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { runCommand } from '../host-agent/process/command.js'
 
-export const HOST_BRIDGE = 'vmplane0'
+/** A host's port on its LAN, as a machine's first Ethernet port is called: its segments' underlay (VMPLANE_AGENT_UNDERLAY). */
+export const HOST_UPLINK = 'eth0'
 
 export interface HostNetwork {
   netns: string
-  bridge: string
   remove: () => Promise<void>
 }
 
@@ -38,23 +40,23 @@ export function hostNetworkName (dataDir: string, hostId: string): string {
   return stackPrefix(dataDir) + hostId
 }
 
-/** The namespace with an UP bridge in it, made if missing. */
+/** The namespace, made if missing. */
 export async function ensureHostNetwork (netns: string): Promise<HostNetwork> {
   if (process.getuid?.() !== 0) {
     throw new Error('simulated hosts need root: each gets a network namespace of its own for its TAPs (run as root)')
   }
   if (!(await listNamespaces()).includes(netns)) await runCommand('ip', ['netns', 'add', netns])
-  const bridges = await runCommand('ip', ['-n', netns, '-json', 'link', 'show', 'type', 'bridge'])
-  if (!(JSON.parse(bridges) as Array<{ ifname: string }>).some((link) => link.ifname === HOST_BRIDGE)) {
-    await runCommand('ip', ['-n', netns, 'link', 'add', HOST_BRIDGE, 'type', 'bridge'])
-  }
-  await runCommand('ip', ['-n', netns, 'link', 'set', HOST_BRIDGE, 'up'])
-  return { netns, bridge: HOST_BRIDGE, remove: async () => { await removeNamespace(netns) } }
+  await runCommand('ip', ['-n', netns, 'link', 'set', 'lo', 'up'])
+  return { netns, remove: async () => { await removeNamespace(netns) } }
 }
 
-/** A throw-away host network for a test: `vmp-<label>-<random>`. */
+/** A throw-away host network for a test, on no LAN: `vmp-<label>-<random>`, with its `eth0` UP. */
 export async function createHostNetwork (label: string): Promise<HostNetwork> {
-  return await ensureHostNetwork(`vmp-${label}-${randomBytes(3).toString('hex')}`)
+  const network = await ensureHostNetwork(`vmp-${label}-${randomBytes(3).toString('hex')}`)
+  await runCommand('ip', ['-n', network.netns, '-batch', '-'], {
+    input: [`link add ${HOST_UPLINK} type veth peer name ${HOST_UPLINK}-peer`, `link set ${HOST_UPLINK}-peer up`, `link set ${HOST_UPLINK} up`].join('\n') + '\n'
+  })
+  return network
 }
 
 /** Removes every namespace whose name begins with a dev stack's `prefix` (stack-lan.ts `removeStackNetwork` removes the rest). */

@@ -6,7 +6,7 @@
  *
  *   root namespace          vmp-<hash>  <net>.1/24 ──┐
  *   vmp-<hash>-lan          bridge lan0: ports `uplink` and one per host (named after it)
- *   vmp-<hash>-host-<N>     eth0  <net>.<9+N>/24 ────┘   (lo, and bridge vmplane0 for TAPs)
+ *   vmp-<hash>-host-<N>     eth0  <net>.<9+N>/24 ────┘   (lo, and the networks' segments and TAPs)
  *
  * The addresses come from 198.18.0.0/15, the range RFC 2544 keeps for network tests: they never
  * meet a real network. Each stack takes one /24 of it, `<net>.0/24`, first the one its data
@@ -29,7 +29,7 @@ import { writeFile } from 'node:fs/promises'
 import { parseCidr, toAddress, toNumber } from '../domain/ipv4.js'
 import { missingHostTools, withSbin, type HostTool } from '../host-agent/host-tools.js'
 import { runCommand } from '../host-agent/process/command.js'
-import { listNamespaces, removeHostNetworks, stackPrefix, stackPrefixOf } from './host-network.js'
+import { HOST_UPLINK, listNamespaces, removeHostNetworks, stackPrefix, stackPrefixOf } from './host-network.js'
 
 /** What the LAN is made with besides iproute2 (`npm start` and `npm test` install it: stack/host-tools.ts). */
 export const LAN_TOOLS: readonly HostTool[] = [{ command: 'nft', debianPackage: 'nftables' }]
@@ -40,8 +40,6 @@ const SUBNETS = LAN_RANGE.size / 256
 const LAN_BRIDGE = 'lan0'
 /** The root namespace's port on the LAN bridge. */
 const LAN_UPLINK = 'uplink'
-/** A host's interface on the LAN, as a machine's first Ethernet port is called. */
-export const HOST_UPLINK = 'eth0'
 /** Host N is <net>.<FIRST_HOST_OCTET + N - 1>: .1 is the root namespace's, .2 to .9 are left free. */
 const FIRST_HOST_OCTET = 10
 

@@ -26,6 +26,8 @@ export const networkSchema = z.object({
   name: z.string(),
   cidr: z.string(),
   gateway: z.string(),
+  vni: z.number().int().describe('its VXLAN network identifier: the segment joining its interfaces across hosts'),
+  mtu: z.number().int().describe("its interfaces' MTU: the hosts' less what VXLAN adds"),
   addressesInUse: z.number().int().describe('held by live interfaces'),
   addressesTotal: z.number().int().describe('the range less its network, broadcast and gateway addresses'),
   createdAt: z.string()

@@ -1,6 +1,6 @@
 /**
  * The agent's routes for what VMMs use beside their process: the image catalog, the storage
- * directory and the TAP devices. The control plane reads them to list images, and the reconciler
+ * directory, the TAP devices and the networks' segments. The control plane reads them to list images, and the reconciler
  * to find and reap what no record owns (I3); removing something a live VMM on this host uses is
  * refused (409).
  */
@@ -11,6 +11,8 @@ import {
   partialParamsSchema,
   removedSchema,
   seedParamsSchema,
+  segmentListSchema,
+  segmentParamsSchema,
   storageListingSchema,
   tapListSchema,
   tapParamsSchema
@@ -41,5 +43,11 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = a
 
   app.delete('/v1/taps/:name', { schema: { params: tapParamsSchema, response: removed } }, async (request) => {
     return { removed: await supervisor.removeTap(request.params.name) }
+  })
+
+  app.get('/v1/segments', { schema: { response: { 200: segmentListSchema } } }, async () => ({ items: await supervisor.devices.segments.list() }))
+
+  app.delete('/v1/segments/:vni', { schema: { params: segmentParamsSchema, response: removed } }, async (request) => {
+    return { removed: await supervisor.devices.segments.removeIfUnused(request.params.vni) }
   })
 }

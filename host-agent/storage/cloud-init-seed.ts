@@ -5,8 +5,9 @@
  *
  *   meta-data       the instance ID, the hostname and the SSH keys (`public-keys`)
  *   user-data       the user's cloud-config, or an empty one
- *   network-config  version 2: each interface matched by its MAC, with its static address and
- *                   the network's gateway as the default route
+ *   network-config  version 2: each interface matched by its MAC, with its static address, the
+ *                   network's gateway as the default route and the segments' MTU (a VXLAN
+ *                   segment carries 50 bytes less than the hosts' LAN: domain/network-segments.ts)
  *
  * meta-data and network-config are YAML; they are written in YAML's JSON form, which cloud-init
  * reads like any YAML and the simulator can parse without a YAML library.
@@ -16,6 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { CloudInit, VmmInterface } from '../../domain/host-agent-api.js'
 import { macOf } from '../../domain/interfaces.js'
+import { GUEST_MTU } from '../../domain/network-segments.js'
 import { runCommand } from '../process/command.js'
 
 /** 1 MiB: room for 32 KiB of user-data with plenty to spare; FAT12 at this size. */
@@ -27,6 +29,7 @@ export function seedFiles (instanceId: string, cloudInit: CloudInit, interfaces:
     match: { macaddress: macOf(nic.id) },
     'set-name': `eth${index}`,
     addresses: [nic.address],
+    mtu: GUEST_MTU,
     routes: [{ to: 'default', via: nic.gateway }]
   }]))
   return {

@@ -4,9 +4,10 @@
  *
  * - its kernel and initramfs, resolved inside the image directory;
  * - its disks (storage/instance-storage.ts), in the guest's order, then the cloud-init seed;
- * - a TAP per interface (network/taps.ts), with the multi-queue flag `num_queues` needs.
+ * - a TAP per interface (network/taps.ts), with the multi-queue flag `num_queues` needs, on its
+ *   network's segment (network/segments.ts), made first if this is the network's first VMM here.
  *
- * `release` removes the TAPs once the VMM is gone; disks and seeds outlive VMMs (they persist
+ * `release` removes the TAPs once the VMM is gone, and the segments no other TAP is on; disks and seeds outlive VMMs (they persist
  * across stop and start) and go only when the control plane deletes them.
  *
  * A live migration's target (`prepareIncoming`) makes its TAPs, with the names the VM config in
@@ -19,6 +20,7 @@ import type { VmmSpec } from '../../domain/host-agent-api.js'
 import { macOf, netQueuesFor, tapNameOf } from '../../domain/interfaces.js'
 import type { ResolvedBootFiles, ResolvedNet } from '../cloud-hypervisor/vm-config.js'
 import type { ImageResolver } from '../images.js'
+import type { NetworkSegments } from '../network/segments.js'
 import type { TapDevices } from '../network/taps.js'
 import type { InstanceStorage } from '../storage/instance-storage.js'
 
@@ -26,7 +28,8 @@ export class VmmDevices {
   constructor (
     readonly images: ImageResolver,
     readonly storage: InstanceStorage,
-    readonly taps: TapDevices
+    readonly taps: TapDevices,
+    readonly segments: NetworkSegments
   ) {}
 
   /**
@@ -69,12 +72,16 @@ export class VmmDevices {
   async #ensureTaps (spec: VmmSpec): Promise<ResolvedNet[]> {
     const interfaces = spec.interfaces ?? []
     const numQueues = netQueuesFor(spec.vcpus)
-    for (const nic of interfaces) await this.taps.ensure(tapNameOf(nic.id), numQueues > 2)
+    for (const nic of interfaces) {
+      await this.segments.attach(nic.vni, async (bridge) => { await this.taps.ensure(tapNameOf(nic.id), numQueues > 2, bridge) })
+    }
     return interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
   }
 
-  /** Removes the VMM's TAPs; what cannot be removed now is left for the reconciler. */
+  /** Removes the VMM's TAPs, then its networks' segments if no other TAP is on them; what cannot be removed now is left for the reconciler. */
   async release (spec: VmmSpec): Promise<void> {
-    for (const nic of spec.interfaces ?? []) await this.taps.remove(tapNameOf(nic.id))
+    const interfaces = spec.interfaces ?? []
+    for (const nic of interfaces) await this.taps.remove(tapNameOf(nic.id))
+    await this.segments.prune([...new Set(interfaces.map((nic) => nic.vni))])
   }
 }

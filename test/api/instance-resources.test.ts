@@ -115,8 +115,10 @@ describe('the resources of a create, refused for what cannot be', { timeout: 2 *
     assertProblem(inUse, 409, 'params.network')
     const made = await api.server.inject({ method: 'POST', url: '/v1/networks', headers: auth, payload: { name: 'spare', cidr: '10.15.0.0/24' } })
     assert.equal(made.statusCode, 201, made.body)
-    assert.deepEqual({ ...made.json() as object, id: undefined, createdAt: undefined },
-      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
+    const network = made.json() as { vni: number }
+    assert.ok(Number.isInteger(network.vni) && network.vni >= 4096, `a VNI of its own: ${made.body}`)
+    assert.deepEqual({ ...network, id: undefined, createdAt: undefined, vni: undefined },
+      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', vni: undefined, mtu: 1450, addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
     assert.equal((await api.server.inject({ method: 'DELETE', url: '/v1/networks/spare', headers: auth })).statusCode, 204)
     assert.equal((await api.server.inject({ method: 'GET', url: '/v1/networks/spare', headers: auth })).statusCode, 404)
   })

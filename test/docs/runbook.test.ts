@@ -15,6 +15,7 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
+import { segmentBridgeOf } from '../../domain/network-segments.js'
 import { waitFor, waitUntil } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
@@ -555,8 +556,9 @@ describe('the operator runbook, docs/operations.md', async () => {
       {
         command: /^ip -n .* link show type tun$/,
         check: async (output) => {
-          const { body } = await api(stack).get<{ interfaces: Array<{ tap: string }> }>(`/v1/instances/${values['instance-id']!}`)
-          includesAll(output, `${body.interfaces[0]!.tap}:`, 'master vmplane0', 'UP')
+          const { body } = await api(stack).get<{ interfaces: Array<{ tap: string, network: { name: string } }> }>(`/v1/instances/${values['instance-id']!}`)
+          const { body: network } = await api(stack).get<{ vni: number }>(`/v1/networks/${body.interfaces[0]!.network.name}`)
+          includesAll(output, `${body.interfaces[0]!.tap}:`, 'mtu 1450', `master ${segmentBridgeOf(network.vni)}`, 'UP')
         }
       },
       {

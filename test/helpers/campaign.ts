@@ -11,6 +11,7 @@ const NOTHING_WRONG: InvariantCounts = {
   leakedReservations: 0,
   orphanDisks: 0,
   orphanTaps: 0,
+  orphanSegments: 0,
   leakedAddresses: 0,
   duplicateAddresses: 0,
   notAtIntent: 0,

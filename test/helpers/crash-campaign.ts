@@ -115,6 +115,8 @@ export interface InvariantCounts {
   leakedReservations: number
   orphanDisks: number
   orphanTaps: number
+  /** Segments' bridges and VXLAN devices of networks no live VMM on their host has an interface on. */
+  orphanSegments: number
   leakedAddresses: number
   duplicateAddresses: number
   notAtIntent: number
@@ -543,6 +545,7 @@ function countsOf (report: InvariantReport): InvariantCounts {
     leakedReservations: report.leakedReservations.length,
     orphanDisks: report.orphanDisks.length,
     orphanTaps: report.orphanTaps.length,
+    orphanSegments: report.orphanSegments.length,
     leakedAddresses: report.leakedAddresses.length,
     duplicateAddresses: report.duplicateAddresses.length,
     notAtIntent: report.notAtIntent.length,

@@ -10,18 +10,20 @@
  * - no orphans: every VMM process and every live agent record belongs to a live VMM in
  *   PostgreSQL whose instance is not destroyed; every disk file in the storage to a live disk,
  *   every seed to a live instance, nothing is left half-made; every TAP in a host's network
- *   namespace to a live VMM on that host (an interface of its instance);
+ *   namespace to a live VMM on that host (an interface of its instance), and every network
+ *   segment's bridge and VXLAN device to the network of such an interface;
  * - nothing leaked: no reservation held for a VMM that is gone, no address, MAC or disk space
  *   held for a destroyed instance;
  * - no duplicates: no address or MAC held by two live interfaces;
  * - nothing stuck: no operation left in flight, and every instance at the state it is meant to be
- *   (a running one with its disks made and its TAPs on its host).
+ *   (a running one with its disks made and its TAPs on its host, each on its network's segment).
  */
 import { existsSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
 import { isVmplaneTapName, tapNameOf } from '../../domain/interfaces.js'
+import { segmentBridgeOf, segmentVxlanOf, vniOfSegmentDevice } from '../../domain/network-segments.js'
 import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { isTerminalVmmState, type VmmState } from '../../domain/vmm.js'
 import { runCommand } from '../../host-agent/process/command.js'
@@ -41,6 +43,8 @@ export interface InvariantReport {
   orphanDisks: string[]
   /** TAPs in a host's namespace that no live VMM on that host has. */
   orphanTaps: string[]
+  /** Segment bridges and VXLAN devices in a host's namespace of a network no live VMM on that host has an interface on. */
+  orphanSegments: string[]
   /** Addresses (and MACs, and disk space) still held for destroyed instances. */
   leakedAddresses: string[]
   /** Addresses or MACs held by more than one live interface. */
@@ -53,7 +57,7 @@ export interface InvariantReport {
 export function violationsOf (report: InvariantReport): string[] {
   return [
     ...report.orphanProcesses, ...report.orphanRecords, ...report.duplicates,
-    ...report.leakedReservations, ...report.orphanDisks, ...report.orphanTaps, ...report.leakedAddresses,
+    ...report.leakedReservations, ...report.orphanDisks, ...report.orphanTaps, ...report.orphanSegments, ...report.leakedAddresses,
     ...report.duplicateAddresses, ...report.operationsInFlight, ...report.notAtIntent
   ]
 }
@@ -78,8 +82,8 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       'SELECT d.id, d.instance_id, d.image, d.destroyed_at, i.destroyed_at AS instance_destroyed_at FROM disks d JOIN instances i ON i.id = d.instance_id'
     )).rows
     const interfaces = (await client.query(
-      `SELECT n.id, n.instance_id, n.network_id, host(n.ip) AS ip, n.mac::text AS mac, n.released_at, i.destroyed_at AS instance_destroyed_at
-         FROM interfaces n JOIN instances i ON i.id = n.instance_id`
+      `SELECT n.id, n.instance_id, n.network_id, w.vni, host(n.ip) AS ip, n.mac::text AS mac, n.released_at, i.destroyed_at AS instance_destroyed_at
+         FROM interfaces n JOIN instances i ON i.id = n.instance_id JOIN networks w ON w.id = n.network_id`
     )).rows
 
     const report: InvariantReport = {
@@ -90,6 +94,7 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       leakedReservations: leaked.map((r) => `reservation of ${r.state} VMM ${r.vmm_id} not released`),
       orphanDisks: await orphanStorage(stack, disks, instances),
       orphanTaps: [],
+      orphanSegments: [],
       leakedAddresses: [
         ...interfaces.filter((n) => n.released_at === null && n.instance_destroyed_at !== null)
           .map((n) => `address ${n.ip} and MAC ${n.mac} still held for destroyed instance ${n.instance_id}`),
@@ -117,12 +122,19 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       if (byId.get(vmmId)?.host_id !== hostId) report.orphanRecords.push(`${hostId} holds VMM ${vmmId} (${state}), not live in PostgreSQL`)
     }
 
-    const taps = await tapsByHost(stack)
-    const interfacesOf = (instanceId: string): string[] => interfaces
-      .filter((n) => n.instance_id === instanceId && n.released_at === null).map((n) => tapNameOf(n.id))
-    for (const [hostId, names] of taps) {
-      const expected = new Set(liveVmms.filter((v) => v.host_id === hostId).flatMap((v) => interfacesOf(v.instance_id)))
-      for (const name of names) if (!expected.has(name)) report.orphanTaps.push(`TAP ${name} on ${hostId}: no live VMM on that host has it`)
+    const links = await networkLinksByHost(stack)
+    const taps = new Map([...links].map(([hostId, found]) => [hostId, found.filter((link) => isVmplaneTapName(link.ifname)).map((link) => link.ifname)]))
+    const liveInterfacesOf = (instanceId: string): Array<Record<string, any>> => interfaces.filter((n) => n.instance_id === instanceId && n.released_at === null)
+    const interfacesOf = (instanceId: string): string[] => liveInterfacesOf(instanceId).map((n) => tapNameOf(n.id))
+    for (const [hostId, found] of links) {
+      const onHost = liveVmms.filter((v) => v.host_id === hostId).flatMap((v) => liveInterfacesOf(v.instance_id))
+      const expectedTaps = new Set(onHost.map((n) => tapNameOf(n.id)))
+      const expectedVnis = new Set(onHost.map((n) => n.vni as number))
+      for (const name of taps.get(hostId) ?? []) if (!expectedTaps.has(name)) report.orphanTaps.push(`TAP ${name} on ${hostId}: no live VMM on that host has it`)
+      for (const { ifname } of found) {
+        const vni = vniOfSegmentDevice(ifname)
+        if (vni !== null && !expectedVnis.has(vni)) report.orphanSegments.push(`segment device ${ifname} (VNI ${vni}) on ${hostId}: no live VMM on that host has an interface on its network`)
+      }
     }
 
     const liveByInstance = new Map<string, typeof liveVmms>()
@@ -141,6 +153,8 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
         }
         const missingTaps = vmm === undefined ? [] : interfacesOf(instance.id).filter((name) => !(taps.get(vmm.host_id) ?? []).includes(name))
         if (missingTaps.length > 0) report.notAtIntent.push(`${label}: TAP(s) ${missingTaps.join(', ')} missing on ${vmm!.host_id}`)
+        const offSegment = vmm === undefined ? [] : liveInterfacesOf(instance.id).filter((n) => !onItsSegment(links.get(vmm.host_id) ?? [], tapNameOf(n.id), n.vni))
+        if (offSegment.length > 0) report.notAtIntent.push(`${label}: TAP(s) ${offSegment.map((n) => tapNameOf(n.id)).join(', ')} not on their network's whole segment on ${vmm!.host_id}`)
         const missingDisks = disks.filter((d) => d.instance_id === instance.id && d.destroyed_at === null && !storageHas(stack, d))
         if (missingDisks.length > 0) report.notAtIntent.push(`${label}: disk(s) ${missingDisks.map((d) => d.id).join(', ')} missing from the storage`)
       } else if (live.length > 0 && ['stopped', 'destroyed', 'failed'].includes(instance.state)) {
@@ -183,14 +197,22 @@ function duplicatesAmong (live: Array<Record<string, any>>): string[] {
   return found
 }
 
-/** vmplane's TAPs in each host's network namespace. */
-async function tapsByHost (stack: StackInfo): Promise<Map<string, string[]>> {
-  const found = new Map<string, string[]>()
+interface Link { ifname: string, master?: string }
+
+/** Every link in each host's network namespace (TAPs, segments' bridges and VXLAN devices among them). */
+async function networkLinksByHost (stack: StackInfo): Promise<Map<string, Link[]>> {
+  const found = new Map<string, Link[]>()
   for (const host of stack.hosts) {
-    const links = JSON.parse(await runCommand('ip', ['-n', host.netns, '-json', 'link', 'show', 'type', 'tun'])) as Array<{ ifname: string }>
-    found.set(host.id, links.map((link) => link.ifname).filter(isVmplaneTapName))
+    found.set(host.id, JSON.parse(await runCommand('ip', ['-n', host.netns, '-json', 'link', 'show'])) as Link[])
   }
   return found
+}
+
+/** Whether the TAP is on its network's bridge, with the network's VXLAN device on it too. */
+function onItsSegment (links: Link[], tap: string, vni: number): boolean {
+  const bridge = segmentBridgeOf(vni)
+  const masterOf = (name: string): string | undefined => links.find((link) => link.ifname === name)?.master
+  return masterOf(tap) === bridge && masterOf(segmentVxlanOf(vni)) === bridge
 }
 
 /** Every VMM process under every host's state directory, by the VMM ID in its socket path. */

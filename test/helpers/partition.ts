@@ -24,7 +24,7 @@
  */
 import { URL } from 'node:url'
 import { runCommand } from '../../host-agent/process/command.js'
-import { HOST_UPLINK } from '../../stack/stack-lan.js'
+import { HOST_UPLINK } from '../../stack/host-network.js'
 import type { TestStack } from './stack.js'
 
 export const CUTS = ['link-down', 'drop-both', 'drop-outgoing', 'drop-incoming'] as const

@@ -5,6 +5,7 @@
  * WebSocket, and what stays and goes when a VMM ends (its TAPs go; its disks stay until deleted).
  */
 import assert from 'node:assert/strict'
+import { segmentBridgeOf } from '../../domain/network-segments.js'
 import { randomUUID } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { rm, stat, writeFile } from 'node:fs/promises'
@@ -44,7 +45,7 @@ function ensureBody (devices: Devices, options: { cmdline?: string, vcpus?: numb
       memoryMiB: 256,
       boot: { kernel: 'vmlinux', cmdline: options.cmdline ?? 'console=ttyS0 sim.mark_disk=1' },
       disks: [{ id: devices.bootDiskId, image: STAND_IN_BASE_IMAGE, sizeGiB: 4 }, { id: devices.dataDiskId, sizeGiB: 1 }],
-      interfaces: [{ id: devices.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1' }],
+      interfaces: [{ id: devices.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096 }],
       cloudInit: { hostname: 'web-1', sshKeys: [SSH_KEY], userData: '#cloud-config\npackages: [nginx]\n' }
     }
   }
@@ -100,7 +101,7 @@ describe('devices', () => {
     assert.ok((await stat(join(agent.storageDir, 'seeds', `${devices.instanceId}.img`))).isFile())
 
     const tapName = tapNameOf(devices.interfaceId)
-    assert.deepEqual(await tap(tapName), { name: tapName, vmmId: vmm.id, multiQueue: false, bridge: 'vmplane0', up: true })
+    assert.deepEqual(await tap(tapName), { name: tapName, vmmId: vmm.id, multiQueue: false, bridge: segmentBridgeOf(4096), up: true })
 
     const log = await waitForLog(vmm.id, /login: $/)
     assert.match(log, /cloud-init: hostname set to web-1/)

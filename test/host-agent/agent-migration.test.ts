@@ -68,7 +68,7 @@ function ensureBody (instance: Instance, migrationId?: string): object {
       memoryMiB: 128,
       boot: { kernel: 'vmlinux', cmdline: instance.cmdline },
       disks: [{ id: instance.bootDiskId, image: STAND_IN_BASE_IMAGE, sizeGiB: 4 }, { id: instance.dataDiskId, sizeGiB: 1 }],
-      ...instance.interfaceId === null ? {} : { interfaces: [{ id: instance.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1' }] },
+      ...instance.interfaceId === null ? {} : { interfaces: [{ id: instance.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096 }] },
       cloudInit: { hostname: 'web-1', sshKeys: [] }
     },
     ...migrationId === undefined ? {} : { incoming: { migrationId } }
@@ -85,7 +85,7 @@ async function twoHosts (options: { sameNetwork?: boolean, env?: Record<string, 
       VMPLANE_HOST_ID: 'host-b',
       VMPLANE_STORAGE_DIR: a.storageDir,
       VMPLANE_IMAGE_DIR: a.imageDir,
-      ...options.sameNetwork === true ? { VMPLANE_AGENT_NETNS: a.network.netns, VMPLANE_AGENT_BRIDGE: a.network.bridge } : {},
+      ...options.sameNetwork === true ? { VMPLANE_AGENT_NETNS: a.network.netns } : {},
       ...options.targetEnv
     }
   })

@@ -157,7 +157,7 @@ describe('start-up checks', () => {
     assert.match(output, /VMPLANE_AGENT_STATE_DIR is too long/)
   })
 
-  it('refuses a missing cloud-hypervisor program, a bad setting and a missing bridge', async () => {
+  it('refuses a missing cloud-hypervisor program, a bad setting and a missing underlay device', async () => {
     agent = await TestAgent.create()
     const missing = await refusedStart({ ...agent.env, VMPLANE_CLOUD_HYPERVISOR: join(agent.root, 'no-such-program') })
     assert.equal(missing.code, 1)
@@ -165,8 +165,8 @@ describe('start-up checks', () => {
     const bad = await refusedStart({ ...agent.env, VMPLANE_AGENT_TOKEN: 'short' })
     assert.equal(bad.code, 2)
     assert.match(bad.output, /VMPLANE_AGENT_TOKEN: must be at least 16 characters/)
-    const noBridge = await refusedStart({ ...agent.env, VMPLANE_AGENT_BRIDGE: 'nobridge0' })
-    assert.equal(noBridge.code, 1)
-    assert.match(noBridge.output, new RegExp(`no bridge nobridge0 in network namespace ${agent.network.netns}`))
+    const noUnderlay = await refusedStart({ ...agent.env, VMPLANE_AGENT_UNDERLAY: 'nolan0' })
+    assert.equal(noUnderlay.code, 1)
+    assert.match(noUnderlay.output, new RegExp(`no device nolan0 in network namespace ${agent.network.netns} to carry networks' VXLAN`))
   })
 })

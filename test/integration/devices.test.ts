@@ -5,10 +5,12 @@
  * and mtools, TAPs made by iproute2.
  *
  * - One instance with a boot disk, a data disk, an interface and cloud-init: its disks are
- *   overlays (qemu-img info), its TAP is on the bridge in its host's namespace, and the guest's
- *   serial log shows the hostname, address and SSH key it applied.
+ *   overlays (qemu-img info), its TAP is on its network's segment (a bridge and a VXLAN device
+ *   named after the network's VNI) in its host's namespace, and the guest's serial log shows the
+ *   hostname, address and SSH key it applied.
  * - Stop and start keep the disks: the boot count the guest keeps on its data disk goes on.
- * - Delete removes the disks, the seed and the TAP, and frees the address.
+ * - Stop removes the TAP and, its last TAP gone, the segment; delete removes the disks, the seed,
+ *   the TAP and the segment, and frees the address.
  * - 40 instances created at once on one network get 40 distinct addresses and MACs; a freed
  *   address goes to a new instance only once the old VMM is gone.
  * - The interactive console works through the CLI on a pseudo-terminal.
@@ -18,6 +20,7 @@ import { existsSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { segmentBridgeOf, segmentVxlanOf, vniOfSegmentDevice } from '../../domain/network-segments.js'
 import { runCommand } from '../../host-agent/process/command.js'
 import { imageInfo } from '../../host-agent/storage/qemu-img.js'
 import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
@@ -73,7 +76,12 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
     }
   }
 
-  it('boots an instance from an overlay, with a data disk, a TAP on its bridge and what cloud-init applied; stop and start keep the disks; delete removes everything', async () => {
+  async function segmentsIn (netns: string): Promise<string[]> {
+    const links = JSON.parse(await runCommand('ip', ['-n', netns, '-json', 'link', 'show'])) as Array<{ ifname: string }>
+    return links.map((link) => link.ifname).filter((name) => vniOfSegmentDevice(name) !== null)
+  }
+
+  it("boots an instance from an overlay, with a data disk, a TAP on its network's segment and what cloud-init applied; stop and start keep the disks; delete removes everything", async () => {
     const body = {
       ...newInstance('web-1', 'console=ttyS0 sim.mark_disk=1'),
       sshKeys: [SSH_KEY],
@@ -94,10 +102,13 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
 
     const [nic] = running.interfaces
     assert.equal(nic!.network.name, 'default')
-    const tap = (await tapsIn(netnsOf(running.vmm!.hostId))).find((t) => t.ifname === nic!.tap)
+    const { vni } = (await api(stack).get<{ vni: number }>('/v1/networks/default')).body
+    const hostNetns = netnsOf(running.vmm!.hostId)
+    const tap = (await tapsIn(hostNetns)).find((t) => t.ifname === nic!.tap)
     assert.ok(tap !== undefined, `TAP ${nic!.tap} in ${running.vmm!.hostId}'s namespace`)
-    assert.equal(tap.master, 'vmplane0')
+    assert.equal(tap.master, segmentBridgeOf(vni), "on its network's bridge")
     assert.ok(tap.flags.includes('UP'))
+    assert.deepEqual((await segmentsIn(hostNetns)).sort(), [segmentBridgeOf(vni), segmentVxlanOf(vni)])
 
     const log = await consoleLog(instance.id, /login: $/)
     assert.match(log, /cloud-init: hostname set to web-1/)
@@ -107,7 +118,8 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
     assert.equal(await firstSector(data!), 'vmplane-marker boots=1', 'the guest wrote its marker on the data disk')
 
     assert.equal((await api(stack).post(`/v1/instances/${instance.id}/stop?wait=30`, { graceSeconds: 5 })).status, 200)
-    assert.equal((await tapsIn(netnsOf(running.vmm!.hostId))).some((t) => t.ifname === nic!.tap), false, 'the TAP goes with its VMM')
+    assert.equal((await tapsIn(hostNetns)).some((t) => t.ifname === nic!.tap), false, 'the TAP goes with its VMM')
+    assert.deepEqual(await segmentsIn(hostNetns), [], 'and the segment with its last TAP')
     assert.equal((await api(stack).post(`/v1/instances/${instance.id}/start?wait=30`)).status, 200)
     await consoleLog(instance.id, /vdb: vmplane-marker boots=2/)
     assert.equal(await firstSector(data!), 'vmplane-marker boots=2', 'the data disk kept the marker across stop and start')
@@ -121,7 +133,10 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
     assert.equal(destroyed.interfaces[0]!.released, true)
     for (const disk of running.disks) assert.equal(existsSync(join(storage(), disk.location)), false, `${disk.location} removed`)
     assert.equal(existsSync(join(storage(), 'seeds', `${instance.id}.img`)), false, 'the seed removed')
-    for (const host of stack.info.hosts) assert.deepEqual(await tapsIn(host.netns), [], `no TAP left on ${host.id}`)
+    for (const host of stack.info.hosts) {
+      assert.deepEqual(await tapsIn(host.netns), [], `no TAP left on ${host.id}`)
+      assert.deepEqual(await segmentsIn(host.netns), [], `no segment left on ${host.id}`)
+    }
     const network = await api(stack).get<{ addressesInUse: number }>('/v1/networks/default')
     assert.equal(network.body.addressesInUse, 0, 'the address is free again')
   })

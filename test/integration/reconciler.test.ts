@@ -15,9 +15,11 @@ import { after, before, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { tapNameOf } from '../../domain/interfaces.js'
+import { VNI_RANGE, segmentBridgeOf, segmentVxlanOf } from '../../domain/network-segments.js'
 import { diskFileOf, seedFileOf } from '../../domain/storage.js'
 import { launchVmm, vmmPaths } from '../../host-agent/cloud-hypervisor/launch.js'
 import { runCommand } from '../../host-agent/process/command.js'
+import { HOST_UPLINK } from '../../stack/host-network.js'
 import { SIMULATOR_PATH } from '../../stack/hypervisor.js'
 import { checkInvariants, violationsOf } from '../helpers/invariants.js'
 import { findVmmProcesses } from '../../stack/processes.js'
@@ -97,12 +99,23 @@ describe('the reconciler', () => {
     assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
   })
 
-  it('removes a TAP no VMM has at once, and storage no record owns once older than the grace period; a live instance keeps its own', async () => {
+  it('removes a TAP no VMM has and the segments no live TAP is on at once, and storage no record owns once older than the grace period; a live instance keeps its own', async () => {
     const host = stack.info.hosts[0]!
     const storage = host.storageDir
     const live = await runningInstance(stack, 'disks-kept-by-reconciler')
+    // What a crash leaves: a segment with the TAP of a VMM that never ran, and one half made.
     const orphanTap = tapNameOf(randomUUID())
-    await runCommand('ip', ['-n', host.netns, 'tuntap', 'add', 'dev', orphanTap, 'mode', 'tap'])
+    const [leftover, halfMadeSegment] = [VNI_RANGE.max, VNI_RANGE.max - 1]
+    await runCommand('ip', ['-n', host.netns, '-batch', '-'], {
+      input: [
+        `link add ${segmentBridgeOf(leftover)} type bridge`,
+        `link add ${segmentVxlanOf(leftover)} type vxlan id ${leftover} dstport 4789 dev ${HOST_UPLINK}`,
+        `link set ${segmentVxlanOf(leftover)} master ${segmentBridgeOf(leftover)}`,
+        `tuntap add dev ${orphanTap} mode tap`,
+        `link set ${orphanTap} master ${segmentBridgeOf(leftover)}`,
+        `link add ${segmentVxlanOf(halfMadeSegment)} type vxlan id ${halfMadeSegment} dstport 4789 dev ${HOST_UPLINK}`
+      ].join('\n') + '\n'
+    })
     const orphanDisk = join(storage, diskFileOf({ id: randomUUID() }))
     const orphanSeed = join(storage, seedFileOf(randomUUID()))
     const halfMade = join(storage, 'partial', `host-gone.${randomUUID()}`)
@@ -111,6 +124,7 @@ describe('the reconciler', () => {
 
     const young = await reconcileNow()
     assert.equal(young.counts.tapsReaped, 1, `a TAP no VMM has goes at once: ${JSON.stringify(young.counts)}`)
+    assert.equal(young.counts.segmentsReaped, 2, `so do segments no live TAP is on: ${JSON.stringify(young.counts)}`)
     assert.equal(young.counts.storageWaiting, 3, 'files younger than the grace period wait')
     const hourAgo = new Date(Date.now() - 3_600_000)
     for (const file of [orphanDisk, orphanSeed, halfMade]) await utimes(file, hourAgo, hourAgo)
@@ -123,6 +137,11 @@ describe('the reconciler', () => {
     const kept = (await api(stack).get<{ disks: Array<{ location: string }>, interfaces: Array<{ tap: string }> }>(`/v1/instances/${live.id}`)).body
     for (const disk of kept.disks) assert.ok(existsSync(join(storage, disk.location)), `${disk.location} kept`)
     assert.ok(links.includes(kept.interfaces[0]!.tap), "the live instance's TAP kept")
+    for (const vni of [leftover, halfMadeSegment]) {
+      assert.ok(!links.includes(segmentBridgeOf(vni)) && !links.includes(segmentVxlanOf(vni)), `segment ${vni} is gone`)
+    }
+    const { body: network } = await api(stack).get<{ vni: number }>('/v1/networks/default')
+    assert.ok(links.includes(segmentVxlanOf(network.vni)), "the live instance's segment kept")
     assert.deepEqual(violationsOf(await checkInvariants(stack.info)), [])
   })
 

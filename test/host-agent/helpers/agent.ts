@@ -90,7 +90,6 @@ export class TestAgent {
       VMPLANE_IMAGE_DIR: imageDir,
       VMPLANE_STORAGE_DIR: join(root, 'storage'),
       VMPLANE_AGENT_NETNS: network.netns,
-      VMPLANE_AGENT_BRIDGE: network.bridge,
       VMPLANE_CLOUD_HYPERVISOR: SIMULATOR_BINARY,
       VMPLANE_TEMPORAL_ADDRESS: options.temporalAddress ?? `127.0.0.1:${await freePorts(1)}`,
       VMPLANE_HEARTBEAT_SECONDS: '0.5',

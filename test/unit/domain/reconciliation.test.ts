@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import type { StrayView, TapView, VmmView } from '../../../domain/host-agent-api.js'
+import type { SegmentView, StrayView, TapView, VmmView } from '../../../domain/host-agent-api.js'
 import { hostMends, storageOrphans, type HostMend, type KnownVmm } from '../../../domain/reconciliation.js'
 import type { VmmRecord, VmmState } from '../../../domain/vmm.js'
 
@@ -24,6 +24,7 @@ function known (id: string, state: VmmState, generation: number, options: { inst
 
 const stray = (pid: number, startedAt: string): StrayView => ({ pid, startTime: '1', apiSocket: `/run/${pid}.sock`, startedAt })
 const tap = (name: string, vmmId: string | null): TapView => ({ name, vmmId, multiQueue: false, bridge: null, up: true })
+const segment = (vni: number, taps: string[]): SegmentView => ({ vni, bridge: `vmpn${vni.toString(16).padStart(6, '0')}`, joined: true, taps })
 
 /** A mend as a short line: what, and about which. */
 function said (m: HostMend): string {
@@ -36,11 +37,12 @@ function said (m: HostMend): string {
     case 'reap-stray': return `reap-stray ${m.stray.pid}`
     case 'stray-waiting': return `stray-waiting ${m.stray.pid}`
     case 'remove-tap': return `remove-tap ${m.tap.name}`
+    case 'remove-segment': return `remove-segment ${m.segment.vni}`
   }
 }
 
 describe('hostMends', () => {
-  const cases: Array<{ name: string, vmms?: VmmView[], known?: Array<[string, KnownVmm]>, strays?: StrayView[], taps?: TapView[], mends: string[] }> = [
+  const cases: Array<{ name: string, vmms?: VmmView[], known?: Array<[string, KnownVmm]>, strays?: StrayView[], taps?: TapView[], segments?: SegmentView[], mends: string[] }> = [
     { name: 'host and record agree: nothing', vmms: [view('a', 'running', 3)], known: [known('a', 'running', 3)], mends: [] },
     { name: 'a live VMM nobody knows is an orphan', vmms: [view('a', 'running', 3)], mends: ['reap-orphan a: unknown to the control plane'] },
     { name: 'a young orphan waits: a start in flight may still record it', vmms: [view('a', 'starting', 1, YOUNG)], mends: ['orphan-waiting a'] },
@@ -62,6 +64,12 @@ describe('hostMends', () => {
     { name: 'strays are reaped once old', strays: [stray(10, OLD), stray(11, YOUNG)], mends: ['reap-stray 10', 'stray-waiting 11'] },
     { name: 'a TAP no live VMM has is removed', taps: [tap('vmp000000000001', null), tap('vmp000000000002', 'a')], mends: ['remove-tap vmp000000000001'] },
     {
+      name: 'a segment no live VMM has a TAP on is removed, after its TAPs',
+      taps: [tap('vmp000000000001', null), tap('vmp000000000002', 'a'), tap('vmp000000000003', null)],
+      segments: [segment(4096, ['vmp000000000001']), segment(4097, ['vmp000000000002', 'vmp000000000003']), segment(4098, [])],
+      mends: ['remove-tap vmp000000000001', 'remove-tap vmp000000000003', 'remove-segment 4096', 'remove-segment 4098']
+    },
+    {
       name: 'all at once, in order: VMMs, then records, then strays, then TAPs',
       vmms: [view('a', 'running', 3), view('b', 'running', 7)],
       known: [known('b', 'running', 6), known('c', 'running', 2)],
@@ -72,7 +80,7 @@ describe('hostMends', () => {
   ]
   for (const c of cases) {
     it(c.name, () => {
-      const mends = hostMends({ vmms: c.vmms ?? [], strays: c.strays ?? [], taps: c.taps ?? [] }, new Map(c.known ?? []), clock)
+      const mends = hostMends({ vmms: c.vmms ?? [], strays: c.strays ?? [], taps: c.taps ?? [], segments: c.segments ?? [] }, new Map(c.known ?? []), clock)
       assert.deepEqual(mends.map(said), c.mends)
     })
   }

@@ -1,0 +1,57 @@
+/**
+ * A network's segment on a host: the bridge its interfaces' TAPs are attached to and the VXLAN
+ * device that joins that bridge to the same network's bridges on other hosts, both named after
+ * the network's VNI (chosen and recorded with the network, never reused: db/migrations/015), so
+ * every host, every retry and a restarted agent derive the same names, and the agent can tell its
+ * devices from anyone else's by name alone (docs/design.md §19).
+ *
+ * Frames a segment floods (broadcast, unknown unicast, multicast) go to a multicast group derived
+ * from the VNI, which only hosts with that network's segment join; unicast goes where the VXLAN
+ * device learned the MAC to be. Other networks' frames never meet: another VNI, another bridge.
+ */
+
+/** VXLAN network identifiers are 24 bits; vmplane hands them out from 4096 up (below is left for operators). */
+export const VNI_RANGE = { min: 4096, max: 16_777_215 }
+
+/** The UDP port VXLAN is sent to (IANA's). */
+export const VXLAN_PORT = 4789
+
+/** What VXLAN over IPv4 adds to every frame: outer IPv4 (20), UDP (8), VXLAN (8) and inner Ethernet (14) headers. */
+const VXLAN_OVERHEAD = 50
+
+/** The underlay MTU hosts must have: a standard Ethernet's. */
+export const UNDERLAY_MTU = 1500
+
+/** The MTU of every guest interface, TAP and segment: what is left of the underlay's once VXLAN wraps a frame. */
+export const GUEST_MTU = UNDERLAY_MTU - VXLAN_OVERHEAD
+
+const BRIDGE_PREFIX = 'vmpn'
+const VXLAN_PREFIX = 'vmpx'
+const NAME_PATTERN = /^vmp[nx][0-9a-f]{6}$/
+
+function hexOf (vni: number): string {
+  return vni.toString(16).padStart(6, '0')
+}
+
+export function segmentBridgeOf (vni: number): string {
+  return BRIDGE_PREFIX + hexOf(vni)
+}
+
+export function segmentVxlanOf (vni: number): string {
+  return VXLAN_PREFIX + hexOf(vni)
+}
+
+/** The VNI a segment device is named after, or null for a name that is not a segment's. */
+export function vniOfSegmentDevice (name: string): number | null {
+  return NAME_PATTERN.test(name) ? Number.parseInt(name.slice(4), 16) : null
+}
+
+/**
+ * The multicast group a segment floods to: one of the 2^18 groups of 239.192.0.0/14, the
+ * organization-local scope (RFC 2365), picked by the VNI's low 18 bits. Two networks that share a
+ * group only share its floods' delivery: each VXLAN device takes only its own VNI's frames.
+ */
+export function segmentGroupOf (vni: number): string {
+  const low = vni & 0x3ffff
+  return `239.${192 + (low >> 16)}.${(low >> 8) & 0xff}.${low & 0xff}`
+}

@@ -1,0 +1,40 @@
+/**
+ * iproute2, run in the host's network namespace: the one the agent runs in, or the one
+ * `VMPLANE_AGENT_NETNS` names (the tests give each simulated host its own).
+ */
+import { runCommand } from '../process/command.js'
+
+/** A link as `ip -json -details link` describes it (the fields vmplane reads). */
+export interface IpLink {
+  ifname: string
+  mtu?: number
+  flags?: string[]
+  master?: string
+  linkinfo?: { info_kind?: string, info_data?: { type?: string, multi_queue?: boolean } }
+}
+
+export class IpCommands {
+  constructor (readonly netns: string | null) {}
+
+  async links (args: string[]): Promise<IpLink[]> {
+    return JSON.parse(await this.run(['-json', '-details', 'link', ...args])) as IpLink[]
+  }
+
+  async run (args: string[]): Promise<string> {
+    return await runCommand('ip', [...this.#inNamespace(), ...args])
+  }
+
+  /** Several ip commands, one per line, run in order by one ip; it stops at the first that fails. */
+  async batch (commands: string[][]): Promise<void> {
+    if (commands.length === 0) return
+    await runCommand('ip', [...this.#inNamespace(), '-batch', '-'], { input: commands.map((args) => args.join(' ')).join('\n') + '\n' })
+  }
+
+  where (): string {
+    return this.netns === null ? "the agent's network namespace" : `network namespace ${this.netns}`
+  }
+
+  #inNamespace (): string[] {
+    return this.netns === null ? [] : ['-n', this.netns]
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The host's network segments (docs/design.md §19): for each network with an interface here, a
+ * bridge its TAPs are attached to and a VXLAN device on that bridge that carries its frames to and
+ * from the same network's bridges on other hosts, over the host's underlay device (its LAN port).
+ *
+ * Theory of operation. A segment is named after its network's VNI (domain/network-segments.ts),
+ * so it is made if missing and found if there, by a retry, a restarted agent or a second VMM of
+ * the network. It exists while a TAP is attached to its bridge: `attach` makes it and runs the
+ * TAP's attachment while holding the segment's lock, and `prune` removes a segment whose bridge
+ * has no TAP left under the same lock, so a segment is never removed between being made and
+ * having its TAP. What a crash left (a segment made, its TAP never attached, or its last TAP
+ * removed and the agent gone before pruning) is pruned at the agent's start, after each VMM's
+ * release and by the reconciler's sweep (`GET/DELETE /v1/segments`).
+ *
+ * The VXLAN device learns where each MAC is from the frames it receives, and floods the rest to
+ * the segment's multicast group, which only hosts with the segment join: so no forwarding entry is
+ * ever written by hand, and none outlives its device. A VM that moves is found at once: Cloud
+ * Hypervisor announces each NIC with a RARP broadcast when a migration's target resumes, which
+ * every host of the network learns the MAC's new place from.
+ *
+ * Devices are made in one run of ip (its batch mode), like TAPs (network/taps.ts): the bridge,
+ * then the VXLAN device, each with the guests' MTU, the VXLAN device enslaved, both brought UP.
+ */
+import {
+  GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, segmentBridgeOf, segmentGroupOf, segmentVxlanOf, vniOfSegmentDevice
+} from '../../domain/network-segments.js'
+import { crashPoint } from '../../faults/crash-points.js'
+import { OneAtATime } from './one-at-a-time.js'
+import { IpCommands } from './ip-commands.js'
+
+export interface Segment {
+  vni: number
+  bridge: string
+  /** Whether its VXLAN device exists and is on its bridge. */
+  joined: boolean
+  /** The TAPs on its bridge. */
+  taps: string[]
+}
+
+export class NetworkSegments {
+  readonly #ip: IpCommands
+  /** Making, attaching to and pruning one network's segment never interleave. */
+  readonly #oneAtATime = new OneAtATime<number>()
+
+  constructor (readonly netns: string | null, readonly underlay: string) {
+    this.#ip = new IpCommands(netns)
+  }
+
+  /** Checks the underlay device exists, is UP and carries VXLAN whole (at start-up, so a mistake shows at once). */
+  async checkUnderlay (): Promise<void> {
+    const [link] = await this.#ip.links(['show', 'dev', this.underlay]).catch(() => [])
+    const where = this.#ip.where()
+    if (link === undefined) throw new Error(`no device ${this.underlay} in ${where} to carry networks' VXLAN (VMPLANE_AGENT_UNDERLAY)`)
+    if ((link.mtu ?? 0) < UNDERLAY_MTU) {
+      throw new Error(`${this.underlay} in ${where} has MTU ${link.mtu ?? '?'}: guests' frames of ${GUEST_MTU} bytes need ${UNDERLAY_MTU} once VXLAN wraps them`)
+    }
+  }
+
+  /** Makes the network's segment if it is missing and runs `change` (a TAP's attachment to `bridge`) under its lock. */
+  async attach<T> (vni: number, change: (bridge: string) => Promise<T>): Promise<T> {
+    return await this.#oneAtATime.run(vni, async () => {
+      await this.#ensure(vni)
+      return await change(segmentBridgeOf(vni))
+    })
+  }
+
+  /** Removes each of the segments (all of the host's by default) that no TAP is attached to; returns their VNIs. */
+  async prune (vnis?: readonly number[]): Promise<number[]> {
+    const pruned: number[] = []
+    for (const vni of vnis ?? (await this.list()).map((segment) => segment.vni)) {
+      if (await this.removeIfUnused(vni)) pruned.push(vni)
+    }
+    return pruned
+  }
+
+  /** Removes the segment if no TAP is attached to it, once no other change of it is in flight; false when it was not removed. */
+  async removeIfUnused (vni: number): Promise<boolean> {
+    return await this.#oneAtATime.run(vni, async () => await this.#removeIfUnused(vni))
+  }
+
+  /** Every segment on the host, whole or part made (a VXLAN device without its bridge counts too). */
+  async list (): Promise<Segment[]> {
+    const links = await this.#ip.links(['show'])
+    const vnis = new Set(links.map((link) => vniOfSegmentDevice(link.ifname)).filter((vni): vni is number => vni !== null))
+    return [...vnis].sort((a, b) => a - b).map((vni) => {
+      const bridge = segmentBridgeOf(vni)
+      return {
+        vni,
+        bridge,
+        joined: links.some((link) => link.ifname === segmentVxlanOf(vni) && link.master === bridge),
+        taps: links.filter((link) => link.master === bridge && link.linkinfo?.info_kind === 'tun').map((link) => link.ifname)
+      }
+    })
+  }
+
+  /**
+   * The bridge and its VXLAN device, made in one run of ip when neither exists (a new segment);
+   * otherwise what is missing or detached is made or attached again.
+   */
+  async #ensure (vni: number): Promise<void> {
+    const bridge = segmentBridgeOf(vni)
+    const vxlan = segmentVxlanOf(vni)
+    const makeBridge = ['link', 'add', bridge, 'mtu', String(GUEST_MTU), 'type', 'bridge']
+    const makeVxlan = ['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
+      'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1']
+    const join = ['link', 'set', vxlan, 'master', bridge, 'up']
+    const up = ['link', 'set', bridge, 'up']
+    if (await this.#ip.batch([makeBridge, makeVxlan, join, up]).then(() => true, () => false)) {
+      crashPoint('agent.segment.after-create')
+      return
+    }
+    const links = await this.#ip.links(['show'])
+    const has = (name: string): boolean => links.some((link) => link.ifname === name)
+    await this.#ip.batch([...has(bridge) ? [] : [makeBridge], ...has(vxlan) ? [] : [makeVxlan], join, up])
+  }
+
+  async #removeIfUnused (vni: number): Promise<boolean> {
+    const segment = (await this.list()).find((found) => found.vni === vni)
+    if (segment === undefined || segment.taps.length > 0) return false
+    const links = await this.#ip.links(['show'])
+    const existing = [segmentVxlanOf(vni), segmentBridgeOf(vni)].filter((name) => links.some((link) => link.ifname === name))
+    await this.#ip.batch(existing.map((name) => ['link', 'del', 'dev', name]))
+    return true
+  }
+}
