@@ -31,18 +31,22 @@ type seedMetaData struct {
 }
 
 type seedNetworkConfig struct {
-	Version   int `json:"version"`
-	Ethernets map[string]struct {
-		Match struct {
-			MacAddress string `json:"macaddress"`
-		} `json:"match"`
-		SetName   string   `json:"set-name"`
-		Addresses []string `json:"addresses"`
-		Routes    []struct {
-			To  string `json:"to"`
-			Via string `json:"via"`
-		} `json:"routes"`
-	} `json:"ethernets"`
+	Version   int                     `json:"version"`
+	Ethernets map[string]seedEthernet `json:"ethernets"`
+}
+
+// seedEthernet is an interface of network-config v2, matched to a NIC by its MAC.
+type seedEthernet struct {
+	Match struct {
+		MacAddress string `json:"macaddress"`
+	} `json:"match"`
+	SetName   string   `json:"set-name"`
+	Addresses []string `json:"addresses"`
+	MTU       uint32   `json:"mtu"` // 0: not set
+	Routes    []struct {
+		To  string `json:"to"`
+		Via string `json:"via"`
+	} `json:"routes"`
 }
 
 // findSeed returns the NoCloud seed among the VM's disks, or nil when there is none.
@@ -109,12 +113,7 @@ func (s *cloudInitSeed) applied(nics []netConfig) []string {
 		fmt.Sprintf("cloud-init: instance-id %s", s.metaData.InstanceID),
 		fmt.Sprintf("cloud-init: hostname set to %s", s.metaData.LocalHostname),
 	}
-	names := make([]string, 0, len(s.networkConfig.Ethernets))
-	for name := range s.networkConfig.Ethernets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range s.ethernetNames() {
 		eth := s.networkConfig.Ethernets[name]
 		if !hasMac(nics, eth.Match.MacAddress) {
 			lines = append(lines, fmt.Sprintf("cloud-init: network-config %s: no interface has MAC %s", name, eth.Match.MacAddress))
@@ -135,6 +134,29 @@ func (s *cloudInitSeed) applied(nics []netConfig) []string {
 	firstLine, _, _ := strings.Cut(s.userData, "\n")
 	lines = append(lines, fmt.Sprintf("cloud-init: user-data %d bytes (%s)", len(s.userData), firstLine))
 	return lines
+}
+
+// ethernetFor is the network-config interface matching the MAC (the first by name when several
+// do), as cloud-init applies it; none without a seed.
+func (s *cloudInitSeed) ethernetFor(mac string) (seedEthernet, bool) {
+	if s == nil {
+		return seedEthernet{}, false
+	}
+	for _, name := range s.ethernetNames() {
+		if eth := s.networkConfig.Ethernets[name]; strings.EqualFold(eth.Match.MacAddress, mac) {
+			return eth, true
+		}
+	}
+	return seedEthernet{}, false
+}
+
+func (s *cloudInitSeed) ethernetNames() []string {
+	names := make([]string, 0, len(s.networkConfig.Ethernets))
+	for name := range s.networkConfig.Ethernets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func hasMac(nics []netConfig, mac string) bool {

@@ -11,6 +11,8 @@ package main
 //     IFF_VNET_HDR, and IFF_MULTI_QUEUE when the device has more than one queue pair), once
 //     per queue pair, then brought UP unless it already is. A missing TAP is created by the
 //     kernel only for a process with CAP_NET_ADMIN; without it the boot fails with EPERM.
+//     Each queue's descriptor joins Go's poller only once TUNSETIFF has attached it, so the
+//     guest's network (tap_link.go) can block on it and set deadlines.
 
 import (
 	"bytes"
@@ -38,19 +40,27 @@ type openDisk struct {
 	file   *os.File
 }
 
+// openNic is a NIC's TAP: one descriptor per queue pair, in queue order.
+type openNic struct {
+	config netConfig
+	queues []*os.File
+}
+
 type devices struct {
 	disks []openDisk
-	taps  []*os.File
+	nics  []openNic
 }
 
 func (d *devices) close() {
 	for _, disk := range d.disks {
 		_ = disk.file.Close()
 	}
-	for _, tap := range d.taps {
-		_ = tap.Close()
+	for _, nic := range d.nics {
+		for _, queue := range nic.queues {
+			_ = queue.Close()
+		}
 	}
-	d.disks, d.taps = nil, nil
+	d.disks, d.nics = nil, nil
 }
 
 // releaseLocks drops the disks' locks and keeps them open, as a migrating source does before it
@@ -81,12 +91,12 @@ func (c *vmConfig) openDevices() (*devices, *apiError) {
 		d.disks = append(d.disks, disk)
 	}
 	for _, cfg := range c.Net {
-		taps, err := openTap(cfg)
+		queues, err := openTap(cfg)
 		if err != nil {
 			d.close()
 			return nil, err
 		}
-		d.taps = append(d.taps, taps...)
+		d.nics = append(d.nics, openNic{config: cfg, queues: queues})
 	}
 	return d, nil
 }
@@ -179,17 +189,19 @@ func openTap(cfg netConfig) ([]*os.File, *apiError) {
 		return nil, tapError(chain...)
 	}
 	for i := 0; i < cfg.queuePairs(); i++ {
-		file, err := os.OpenFile("/dev/net/tun", os.O_RDWR|syscall.O_NONBLOCK, 0)
+		fd, err := syscall.Open("/dev/net/tun", os.O_RDWR|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return fail("Couldn't open /dev/net/tun", osErrorText(err))
 		}
-		taps = append(taps, file)
 		var req ifreqFlags
 		copy(req.name[:], cfg.Tap)
 		req.flags = flags
-		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, file.Fd(), tunSetIff, uintptr(unsafe.Pointer(&req))); errno != 0 {
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), tunSetIff, uintptr(unsafe.Pointer(&req))); errno != 0 {
+			_ = syscall.Close(fd)
 			return fail("Unable to configure tap interface", osErrorText(errno))
 		}
+		// Only now: a descriptor registered with epoll before TUNSETIFF is never woken.
+		taps = append(taps, os.NewFile(uintptr(fd), "/dev/net/tun"))
 	}
 	if err := enableTap(cfg.Tap); err != nil {
 		return fail("Enabling tap interface failed", osErrorText(err))

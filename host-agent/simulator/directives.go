@@ -38,6 +38,7 @@ type directives struct {
 	kernelLoadError   bool // the kernel file opens but cannot be loaded
 	rebootError       bool // vm.reboot tears the VM down and fails to boot it again
 	markDisk          int  // the guest counts its boots in the first sector of this disk (-1: none)
+	echoPort          int  // the guest runs a TCP echo service on this port (0: none)
 
 	// Live migration (migration_send.go, migration_receive.go).
 	migrationMiBPerS      int    // simulated bandwidth of the migration stream
@@ -143,19 +144,11 @@ func (d *directives) apply(name, value string) bool {
 	}
 	switch name {
 	case "exit_code":
-		code, err := strconv.Atoi(value)
-		if err != nil || code < 0 || code > 255 {
-			return false
-		}
-		d.exitCode = code
-		return true
+		return setInt(&d.exitCode, value, 0, 255)
 	case "mark_disk":
-		index, err := strconv.Atoi(value)
-		if err != nil || index < 0 || index > 25 {
-			return false
-		}
-		d.markDisk = index
-		return true
+		return setInt(&d.markDisk, value, 0, 25)
+	case "echo_port":
+		return setInt(&d.echoPort, value, 1, 65535)
 	case "migration_fail_at":
 		if !migrationFaults[value] {
 			return false
@@ -170,4 +163,15 @@ func (d *directives) apply(name, value string) bool {
 		return ok
 	}
 	return false
+}
+
+// setInt sets *target to value read as a whole number within [low, high]; false, and nothing
+// set, for anything else.
+func setInt(target *int, value string, low, high int) bool {
+	n, err := strconv.Atoi(value)
+	if err != nil || n < low || n > high {
+		return false
+	}
+	*target = n
+	return true
 }

@@ -1,10 +1,11 @@
 package main
 
-// The simulated guest: alarms set when the VM boots and cleared when it goes away. Each alarm
-// that changes the VM takes the VMM lock and first checks that its guest is still the current
-// one, so an alarm that fires during a shutdown or reboot does nothing. Alarms run on the
-// guest's clock (guest_clock.go), which stops while the VM is paused and travels with a live
-// migration.
+// The simulated guest: alarms set when the VM boots and cleared when it goes away, and a
+// network stack on its NICs (guest_network.go) with a few console commands (guest_shell.go).
+// Each alarm that changes the VM takes the VMM lock and first checks that its guest is still
+// the current one, so an alarm that fires during a shutdown or reboot does nothing. Alarms run
+// on the guest's clock (guest_clock.go), which stops while the VM is paused and travels with a
+// live migration; the network stops with the clock.
 
 import (
 	"fmt"
@@ -24,7 +25,13 @@ type guest struct {
 	hostname string
 	clock
 	powerButtonAt time.Duration // guest time of the power-button press; -1 before one
+	network       *guestNetwork // nil for a VM without NICs
+	line          []byte        // typed at the console since the last end of line
+	shell         *shell        // made for the first command typed
 }
+
+// maxLineLen bounds a console line; what is typed beyond it is echoed but not kept.
+const maxLineLen = 4096
 
 func (v *vmm) startGuest() {
 	g := &guest{vmm: v, powerButtonAt: -1}
@@ -38,6 +45,17 @@ func (v *vmm) startGuest() {
 	g.bootLog()
 	g.setAlarms()
 	g.resume()
+}
+
+// pause stops the guest: its clock, and its network (nothing is read from or sent on its TAPs).
+func (g *guest) pause() {
+	g.clock.pause()
+	g.network.pause()
+}
+
+func (g *guest) resume() {
+	g.clock.resume()
+	g.network.resume()
 }
 
 // setAlarms sets what the directives make the guest do, in guest time from its boot.
@@ -71,13 +89,15 @@ func (g *guest) setAlarms() {
 }
 
 // bootLog prints what a booting guest would: its disks and NICs, what cloud-init applied from
-// the seed, the marker on the disk `sim.mark_disk` names, then a login prompt.
+// the seed, the marker on the disk `sim.mark_disk` names, the interfaces the network brought up
+// (brought up here, paused), then a login prompt.
 func (g *guest) bootLog() {
 	v := g.vmm
 	g.hostname = "localhost"
 	var disks []openDisk
+	var nics []openNic
 	if v.devices != nil {
-		disks = v.devices.disks
+		disks, nics = v.devices.disks, v.devices.nics
 	}
 	for i, disk := range disks {
 		size := int64(0)
@@ -106,6 +126,11 @@ func (g *guest) bootLog() {
 			g.hostname = seed.metaData.LocalHostname
 		}
 	}
+	network, lines := startNetwork(nics, seed, v.config.directives.echoPort, v.log)
+	g.network = network
+	for _, line := range lines {
+		v.writeSerial("[    1.100000] " + line + "\n")
+	}
 	v.writeSerial(fmt.Sprintf("\nDebian GNU/Linux 12 %s ttyS0\n\n%s login: ", g.hostname, g.hostname))
 }
 
@@ -132,16 +157,30 @@ func markDisk(disks []openDisk, index int) string {
 
 const markerFormat = "vmplane-marker boots=%d"
 
-// typed is what the console client sent: echoed as a terminal would, with a new prompt after
-// each line.
+// typed is what the console client sent: echoed as a terminal would. A line that is a shell
+// command goes to the shell, which prints the prompt after its result; any other line gets a
+// new prompt at once.
 func (g *guest) typed(data []byte) {
 	v := g.vmm
 	for _, b := range data {
 		switch b {
 		case '\r', '\n':
-			v.writeSerial(fmt.Sprintf("\r\n%s login: ", g.hostname))
+			line := string(g.line)
+			g.line = g.line[:0]
+			if !isShellCommand(line) {
+				v.writeSerial(fmt.Sprintf("\r\n%s login: ", g.hostname))
+				continue
+			}
+			v.writeSerial("\r\n")
+			if g.shell == nil {
+				g.shell = &shell{guest: g}
+			}
+			g.shell.submit(line)
 		default:
 			v.writeSerial(string([]byte{b}))
+			if len(g.line) < maxLineLen {
+				g.line = append(g.line, b)
+			}
 		}
 	}
 }
@@ -194,6 +233,7 @@ func (v *vmm) stopGuest() {
 		return
 	}
 	v.guest.stopAlarms()
+	v.guest.network.close()
 	v.guest = nil
 }
 

@@ -100,7 +100,8 @@ func (g *guest) state() guestState {
 }
 
 // restoreGuest builds the guest a migration brings in, paused, as the source paused it: no
-// boot, no boot log; the alarms still ahead of its clock are set, those behind it are not.
+// boot, no boot log; the alarms still ahead of its clock are set, those behind it are not. Its
+// network comes up from the config and the seed as at boot, so with the same addresses.
 func (v *vmm) restoreGuest(s guestState) {
 	v.rebootedOnce = s.RebootedOnce
 	g := &guest{vmm: v, hostname: s.Hostname, powerButtonAt: time.Duration(s.PowerButtonAtNs)}
@@ -108,4 +109,9 @@ func (v *vmm) restoreGuest(s guestState) {
 	v.guest = g
 	g.setAlarms()
 	g.alarms = slices.DeleteFunc(g.alarms, func(a *alarm) bool { return a.at <= g.uptime })
+	seed, err := findSeed(v.devices.disks)
+	if err != nil {
+		v.log.warn("simulator/guest_clock.go", "the guest's network has no seed on this host: %v", err)
+	}
+	g.network, _ = startNetwork(v.devices.nics, seed, v.config.directives.echoPort, v.log)
 }

@@ -17,8 +17,9 @@ package main
 // relative socket path is bound in this process's working directory. State builds the VM,
 // paused: its devices are opened and its disks locked as at boot (`vm restoring`, `vm
 // restored`), which works because the source has just released its locks. Complete resumes the
-// guest where the source paused it (`vm resuming`, `vm resumed`): no boot, no boot log. Then
-// migration-receive-finished, and 204.
+// guest where the source paused it (`vm resuming`, `vm resumed`): no boot, no boot log; then
+// the VMM announces the VM's NICs on their TAPs (announce.go). Then migration-receive-finished,
+// and 204.
 //
 // A refused command (a device that cannot be opened, a command out of order, the fault of
 // sim.migration_fail_at) aborts: migration-receive-failed, the VM and the config are dropped
@@ -225,6 +226,7 @@ func (r *receiver) complete(paused bool) {
 		v.events.emit("vm", "resuming", nil)
 		v.guest.resume()
 		v.events.emit("vm", "resumed", nil)
+		v.announceNICs()
 	}
 	r.state = completed
 }

@@ -40,9 +40,13 @@ export function seedFiles (instanceId: string, cloudInit: CloudInit, interfaces:
 }
 
 export async function buildSeed (image: string, instanceId: string, cloudInit: CloudInit, interfaces: readonly VmmInterface[]): Promise<void> {
+  await writeSeedImage(image, seedFiles(instanceId, cloudInit, interfaces))
+}
+
+/** The seed image holding `files` (name to content). */
+export async function writeSeedImage (image: string, files: Record<string, string>): Promise<void> {
   const staging = await mkdtemp(join(tmpdir(), 'vmplane-seed-'))
   try {
-    const files = seedFiles(instanceId, cloudInit, interfaces)
     for (const [name, content] of Object.entries(files)) await writeFile(join(staging, name), content)
     await runCommand('mkdosfs', ['-n', 'CIDATA', '-C', image, String(SEED_KIB)])
     await runCommand('mcopy', ['-o', '-i', image, ...Object.keys(files).map((name) => join(staging, name)), '::'])

@@ -1,7 +1,9 @@
 /**
- * Builds the Cloud Hypervisor simulator (`host-agent/simulator`, Go, standard library only)
- * into `dist/simulator/cloud-hypervisor`, named like the real program so the driver runs either
- * the same way. Skips the build when the binary is newer than every simulator source.
+ * Builds the Cloud Hypervisor simulator (`host-agent/simulator`, Go: the standard library and
+ * gVisor's netstack for its guest's network, pinned in its go.mod and go.sum, which the first
+ * build downloads through the Go module proxy) into `dist/simulator/cloud-hypervisor`, named
+ * like the real program so the driver runs either the same way: one static binary, CGO off.
+ * Skips the build when the binary is newer than every simulator source.
  *
  * `node dist/scripts/build/build-simulator.js` (the last step of `npm run build`); tests call
  * `buildSimulator()` so they never run a stale binary.
@@ -41,7 +43,7 @@ export async function buildSimulator (): Promise<boolean> {
     })
   } catch (err) {
     const { code, stderr } = err as NodeJS.ErrnoException & { stderr?: string }
-    if (code === 'ENOENT') throw new Error('building the Cloud Hypervisor simulator needs Go (1.22 or newer) on PATH')
+    if (code === 'ENOENT') throw new Error('building the Cloud Hypervisor simulator needs Go (1.26.3 or newer, as its go.mod says) on PATH')
     throw new Error(`go build of the simulator failed:\n${stderr ?? (err as Error).message}`)
   }
   return true

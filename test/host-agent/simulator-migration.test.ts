@@ -3,24 +3,37 @@
  * processes: vm.send-migration on a booted source, vm.receive-migration on an empty target, over
  * a Unix socket and over TCP on loopback, and the faults the sim.migration_* directives make.
  * Each VMM runs in its own directory, as the agent runs it, so the serial socket's relative path
- * lands in a different place on each side.
+ * lands in a different place on each side. The guest's network moves too: between two hosts'
+ * network namespaces on one LAN, it answers on the target, which announces its MAC.
  */
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { open, readFile, stat, truncate, writeFile } from 'node:fs/promises'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { macOf } from '../../domain/interfaces.js'
+import { VNI_RANGE } from '../../domain/network-segments.js'
 import { readEventFile, type VmmEvent } from '../../host-agent/cloud-hypervisor/event-monitor.js'
+import { vmmCommandPrefix } from '../../host-agent/cloud-hypervisor/launch.js'
+import { TapDevices } from '../../host-agent/network/taps.js'
+import { runCommand } from '../../host-agent/process/command.js'
 import { buildSeed } from '../../host-agent/storage/cloud-init-seed.js'
+import { createHostNetwork, type HostNetwork } from '../../stack/host-network.js'
 import { waitFor, waitUntil } from '../../stack/wait.js'
+import { ping, tcpEcho } from '../helpers/net-probe.js'
 import { SimulatedVmm, useWorkspace } from './helpers/simulator.js'
 
 const workspace = useWorkspace('vmp-simmig-')
 const running: SimulatedVmm[] = []
+const networks: HostNetwork[] = []
 
-after(async () => { await Promise.all(running.map((vmm) => vmm.stop())) })
+after(async () => {
+  await Promise.all(running.map((vmm) => vmm.stop()))
+  for (const network of networks) await network.remove()
+})
 
 const MIB = 1024 * 1024
 const MIGRATING = 'VM is currently migrating and can\'t be modified'
@@ -43,8 +56,9 @@ function assertSenderGone (answer: Answer): void {
   assert.ok(socketErrors.includes(chain[3]!), chain[3])
 }
 
-async function startVmm (): Promise<SimulatedVmm> {
-  const vmm = await SimulatedVmm.start(await workspace.nextDir())
+/** A VMM in its own directory; `prefix` runs it as the agent does in a host's namespace (vmmCommandPrefix). */
+async function startVmm (prefix: readonly string[] = []): Promise<SimulatedVmm> {
+  const vmm = await SimulatedVmm.start(await workspace.nextDir(), prefix)
   running.push(vmm)
   return vmm
 }
@@ -88,8 +102,8 @@ function vmConfig (options: { disks?: string[], seed?: string, cmdline?: string,
   }
 }
 
-async function bootSource (config: Record<string, unknown>): Promise<SimulatedVmm> {
-  const vmm = await startVmm()
+async function bootSource (config: Record<string, unknown>, prefix: readonly string[] = []): Promise<SimulatedVmm> {
+  const vmm = await startVmm(prefix)
   const created = await vmm.callJson('PUT', 'vm.create', config)
   assert.equal(created.status, 204, JSON.stringify(created.json))
   const booted = await vmm.callJson('PUT', 'vm.boot')
@@ -446,5 +460,70 @@ describe('a migration that fails', () => {
     assert.equal(await state(target), 'Running')
     assert.ok(source.running && target.running)
     assert.ok(await lockedElsewhere(disk), 'the target holds the disk lock; the source runs without it')
+  })
+})
+
+describe('the guest\'s network', () => {
+  const BRIDGE = 'vmpmigbr0'
+  const TAP = 'vmpmigtap0'
+  /** Each host's port on the LAN: the two ends of one veth pair. */
+  const LAN_PORT = 'vmpmiglan'
+  const GUEST = '10.78.0.10'
+  const ECHO_PORT = 7
+
+  /** Two hosts on one LAN: each namespace's bridge has a TAP for the guest and a port on the other's bridge. */
+  async function twoHosts (): Promise<[HostNetwork, HostNetwork]> {
+    const hosts = [await createHostNetwork('simmig'), await createHostNetwork('simmig')] as [HostNetwork, HostNetwork]
+    networks.push(...hosts)
+    const ipBatch = async (netns: string, commands: string[]): Promise<void> => {
+      await runCommand('ip', ['-n', netns, '-batch', '-'], { input: commands.join('\n') + '\n' })
+    }
+    await ipBatch(hosts[0].netns, [`link add ${LAN_PORT} type veth peer name ${LAN_PORT} netns ${hosts[1].netns}`])
+    for (const [i, host] of hosts.entries()) {
+      await ipBatch(host.netns, [`link add ${BRIDGE} type bridge`, `link set ${LAN_PORT} master ${BRIDGE} up`,
+        `link set ${BRIDGE} up`, `addr add 10.78.0.${i + 1}/24 dev ${BRIDGE}`])
+      await new TapDevices(host.netns).ensure(TAP, false, BRIDGE)
+    }
+    return hosts
+  }
+
+  /** The port of the bridge the MAC was learned on. */
+  async function learnedOn (netns: string, mac: string): Promise<string | null> {
+    const fdb = JSON.parse(await runCommand('bridge', ['-n', netns, '-json', 'fdb', 'show', 'br', BRIDGE])) as Array<{ mac: string, ifname: string }>
+    return fdb.find((entry) => entry.mac === mac)?.ifname ?? null
+  }
+
+  /** The frames and bytes a TAP received from its VMM (the TAP's RX). */
+  async function tapReceived (netns: string): Promise<{ packets: number, bytes: number }> {
+    const [link] = JSON.parse(await runCommand('ip', ['-n', netns, '-json', '-s', 'link', 'show', TAP])) as Array<{ stats64: { rx: { packets: number, bytes: number } } }>
+    return { packets: link!.stats64.rx.packets, bytes: link!.stats64.rx.bytes }
+  }
+
+  it('answers on the target at the same address; the target announces the MAC (RARP), so the LAN finds it at once', async () => {
+    const [sourceHost, targetHost] = await twoHosts()
+    const interfaceId = randomUUID()
+    const mac = macOf(interfaceId)
+    const seed = join(workspace.dir, 'net-seed.img')
+    await buildSeed(seed, 'i-net', { hostname: 'net-guest', sshKeys: [] }, [{ id: interfaceId, address: `${GUEST}/24`, gateway: '10.78.0.1', vni: VNI_RANGE.min }])
+    const config = { ...vmConfig({ seed, cmdline: `sim.echo_port=${ECHO_PORT}` }), net: [{ tap: TAP, mac, num_queues: 2 }] }
+    const source = await bootSource(config, vmmCommandPrefix(sourceHost.netns, true))
+    assert.deepEqual(await ping(sourceHost.netns, GUEST), { sent: 3, received: 3 })
+    assert.equal(await learnedOn(sourceHost.netns, mac), TAP)
+
+    const target = await startVmm(vmmCommandPrefix(targetHost.netns, true))
+    const url = `unix:${join(target.paths.dir, 'mig.sock')}`
+    const { answer } = await receive(target, url)
+    assert.equal((await send(source, { destination_url: url })).status, 204)
+    assert.equal((await answer).status, 204)
+    assert.deepEqual(await source.exit, { code: 0, signal: null })
+
+    // Nothing has asked the guest anything since: only the announcement can have moved the MAC.
+    await sleep(1000)
+    assert.deepEqual(await tapReceived(targetHost.netns), { packets: 5, bytes: 5 * 1514 }, 'five rounds of one 1514-byte RARP')
+    assert.equal(await learnedOn(targetHost.netns, mac), TAP)
+    assert.equal(await learnedOn(sourceHost.netns, mac), LAN_PORT, 'the source host\'s bridge now sends the MAC\'s frames over the LAN')
+    assert.deepEqual(await ping(sourceHost.netns, GUEST), { sent: 3, received: 3 })
+    assert.equal(await tcpEcho(sourceHost.netns, GUEST, ECHO_PORT, { timeoutMs: 2000 }), 'echo ok')
+    assert.deepEqual(await ping(targetHost.netns, GUEST), { sent: 3, received: 3 })
   })
 })
