@@ -19,11 +19,15 @@ export const VXLAN_PORT = 4789
 /** What VXLAN over IPv4 adds to every frame: outer IPv4 (20), UDP (8), VXLAN (8) and inner Ethernet (14) headers. */
 const VXLAN_OVERHEAD = 50
 
-/** The underlay MTU hosts must have: a standard Ethernet's. */
-export const UNDERLAY_MTU = 1500
+/**
+ * The MTU of every guest interface, TAP and segment: a standard Ethernet's, so a guest's frames
+ * are what any guest expects, and Cloud Hypervisor's announcement of a migrated NIC (a RARP frame
+ * padded to the full 1514 bytes) crosses the segment.
+ */
+export const GUEST_MTU = 1500
 
-/** The MTU of every guest interface, TAP and segment: what is left of the underlay's once VXLAN wraps a frame. */
-export const GUEST_MTU = UNDERLAY_MTU - VXLAN_OVERHEAD
+/** The MTU the hosts' LAN must carry: a guest's frame once VXLAN wraps it (hypervisor LANs run jumbo frames). */
+export const UNDERLAY_MTU = GUEST_MTU + VXLAN_OVERHEAD
 
 const BRIDGE_PREFIX = 'vmpn'
 const VXLAN_PREFIX = 'vmpx'

@@ -14,6 +14,7 @@
  * next stack's start, once nothing runs in it (leftover-networks.ts).
  */
 import { createHash, randomBytes } from 'node:crypto'
+import { UNDERLAY_MTU } from '../domain/network-segments.js'
 import { runCommand } from '../host-agent/process/command.js'
 
 /** A host's port on its LAN, as a machine's first Ethernet port is called: its segments' underlay (VMPLANE_AGENT_UNDERLAY). */
@@ -54,7 +55,11 @@ export async function ensureHostNetwork (netns: string): Promise<HostNetwork> {
 export async function createHostNetwork (label: string): Promise<HostNetwork> {
   const network = await ensureHostNetwork(`vmp-${label}-${randomBytes(3).toString('hex')}`)
   await runCommand('ip', ['-n', network.netns, '-batch', '-'], {
-    input: [`link add ${HOST_UPLINK} type veth peer name ${HOST_UPLINK}-peer`, `link set ${HOST_UPLINK}-peer up`, `link set ${HOST_UPLINK} up`].join('\n') + '\n'
+    input: [
+      `link add ${HOST_UPLINK} mtu ${UNDERLAY_MTU} type veth peer name ${HOST_UPLINK}-peer mtu ${UNDERLAY_MTU}`,
+      `link set ${HOST_UPLINK}-peer up`,
+      `link set ${HOST_UPLINK} up`
+    ].join('\n') + '\n'
   })
   return network
 }

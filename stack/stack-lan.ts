@@ -8,6 +8,9 @@
  *   vmp-<hash>-lan          bridge lan0: ports `uplink` and one per host (named after it)
  *   vmp-<hash>-host-<N>     eth0  <net>.<9+N>/24 ────┘   (lo, and the networks' segments and TAPs)
  *
+ * Every link of the LAN has MTU 1550: it carries the networks' VXLAN, a guest's 1500-byte frame
+ * and 50 bytes of wrapping (docs/design.md §19).
+ *
  * The addresses come from 198.18.0.0/15, the range RFC 2544 keeps for network tests: they never
  * meet a real network. Each stack takes one /24 of it, `<net>.0/24`, first the one its data
  * directory's hash names, else a free one, so stacks side by side never share a subnet. Hosts
@@ -27,6 +30,7 @@
 import { randomInt } from 'node:crypto'
 import { writeFile } from 'node:fs/promises'
 import { parseCidr, toAddress, toNumber } from '../domain/ipv4.js'
+import { UNDERLAY_MTU } from '../domain/network-segments.js'
 import { missingHostTools, withSbin, type HostTool } from '../host-agent/host-tools.js'
 import { runCommand } from '../host-agent/process/command.js'
 import { HOST_UPLINK, listNamespaces, removeHostNetworks, stackPrefix, stackPrefixOf } from './host-network.js'
@@ -79,8 +83,8 @@ export async function ensureStackLan (dataDir: string, forwardedPorts: readonly 
   if (!await linkExists(netns, LAN_BRIDGE)) await ip(netns, ['link', 'add', LAN_BRIDGE, 'type', 'bridge'])
   await ip(netns, ['link', 'set', LAN_BRIDGE, 'up'])
   if (!await linkExists(null, rootLink)) await ip(null, ['link', 'add', rootLink, 'type', 'veth', 'peer', 'name', LAN_UPLINK, 'netns', netns])
-  await ip(netns, ['link', 'set', LAN_UPLINK, 'master', LAN_BRIDGE, 'up'])
-  await ip(null, ['link', 'set', rootLink, 'up'])
+  await ip(netns, ['link', 'set', LAN_UPLINK, 'mtu', String(UNDERLAY_MTU), 'master', LAN_BRIDGE, 'up'])
+  await ip(null, ['link', 'set', rootLink, 'mtu', String(UNDERLAY_MTU), 'up'])
   const gateway = await addressOf(null, rootLink) ?? await claimSubnet(dataDir, rootLink)
   const subnet = `${toAddress(toNumber(gateway) - 1)}/24`
   await writeFile(`/proc/sys/net/ipv4/conf/${rootLink}/route_localnet`, '1')
@@ -140,7 +144,8 @@ async function routedOverlapping (base: number): Promise<Array<{ dst: string, de
 /** Puts a host's namespace on the LAN at `address`: its eth0, a veth whose other end is the bridge's port named after the host. */
 export async function attachHost (lan: StackLan, hostNetns: string, hostId: string, address: string): Promise<void> {
   if (!await linkExists(hostNetns, HOST_UPLINK)) await ip(hostNetns, ['link', 'add', HOST_UPLINK, 'type', 'veth', 'peer', 'name', hostId, 'netns', lan.netns])
-  await ip(lan.netns, ['link', 'set', hostId, 'master', LAN_BRIDGE, 'up'])
+  await ip(lan.netns, ['link', 'set', hostId, 'mtu', String(UNDERLAY_MTU), 'master', LAN_BRIDGE, 'up'])
+  await ip(hostNetns, ['link', 'set', HOST_UPLINK, 'mtu', String(UNDERLAY_MTU)])
   if (await addressOf(hostNetns, HOST_UPLINK) !== address) {
     await ip(hostNetns, ['addr', 'flush', 'dev', HOST_UPLINK])
     await ip(hostNetns, ['addr', 'add', `${address}/24`, 'dev', HOST_UPLINK])

@@ -118,7 +118,7 @@ describe('the resources of a create, refused for what cannot be', { timeout: 2 *
     const network = made.json() as { vni: number }
     assert.ok(Number.isInteger(network.vni) && network.vni >= 4096, `a VNI of its own: ${made.body}`)
     assert.deepEqual({ ...network, id: undefined, createdAt: undefined, vni: undefined },
-      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', vni: undefined, mtu: 1450, addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
+      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', vni: undefined, mtu: 1500, addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
     assert.equal((await api.server.inject({ method: 'DELETE', url: '/v1/networks/spare', headers: auth })).statusCode, 204)
     assert.equal((await api.server.inject({ method: 'GET', url: '/v1/networks/spare', headers: auth })).statusCode, 404)
   })

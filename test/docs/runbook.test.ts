@@ -558,7 +558,7 @@ describe('the operator runbook, docs/operations.md', async () => {
         check: async (output) => {
           const { body } = await api(stack).get<{ interfaces: Array<{ tap: string, network: { name: string } }> }>(`/v1/instances/${values['instance-id']!}`)
           const { body: network } = await api(stack).get<{ vni: number }>(`/v1/networks/${body.interfaces[0]!.network.name}`)
-          includesAll(output, `${body.interfaces[0]!.tap}:`, 'mtu 1450', `master ${segmentBridgeOf(network.vni)}`, 'UP')
+          includesAll(output, `${body.interfaces[0]!.tap}:`, 'mtu 1500', `master ${segmentBridgeOf(network.vni)}`, 'UP')
         }
       },
       {
