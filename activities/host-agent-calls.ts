@@ -11,7 +11,7 @@ import type { HostAgentActivities } from '../contract/activities.js'
 import type { PlacementRequest, PlacementResult } from '../contract/records.js'
 import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
 import { storageOf } from '../db/instances.js'
-import { vnisOfInterfaces } from '../db/networks.js'
+import { segmentsOfInterfaces } from '../db/networks.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
@@ -149,20 +149,20 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
 }
 
 /**
- * The spec the agent is sent: each interface with its network's VNI, looked up here rather than
- * carried in the workflow's history (`PlannedVmmSpec`). An interface with no row cannot be: it was
- * inserted with the instance, before any workflow asked for a VMM.
+ * The spec the agent is sent: each interface with its network's VNI and way out, looked up here
+ * rather than carried in the workflow's history (`PlannedVmmSpec`). An interface with no row
+ * cannot be: it was inserted with the instance, before any workflow asked for a VMM.
  */
 async function withSegments (pool: Pool, spec: PlannedVmmSpec): Promise<VmmSpec> {
   const { interfaces, ...rest } = spec
   if (interfaces === undefined) return rest
-  const vnis = await vnisOfInterfaces(pool, interfaces.map((nic) => nic.id))
+  const segments = await segmentsOfInterfaces(pool, interfaces.map((nic) => nic.id))
   return {
     ...rest,
     interfaces: interfaces.map((nic) => {
-      const vni = vnis.get(nic.id)
-      if (vni === undefined) throw new Error(`interface ${nic.id} has no row: its network's segment is unknown`)
-      return { ...nic, vni }
+      const segment = segments.get(nic.id)
+      if (segment === undefined) throw new Error(`interface ${nic.id} has no row: its network's segment is unknown`)
+      return { ...nic, ...segment }
     })
   }
 }

@@ -150,6 +150,7 @@ export function networkDetail (network: Network): string {
     ['gateway', network.gateway],
     ['vni', String(network.vni)],
     ['mtu', String(network.mtu)],
+    ['outbound', network.outbound],
     ['addresses', `${network.addressesInUse} in use of ${network.addressesTotal}`],
     ['created', timestamp(network.createdAt)]
   ])

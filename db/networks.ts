@@ -4,7 +4,7 @@
  * names unique in their project and their ranges apart across the fleet (`networks_no_overlap`);
  * a network with live interfaces cannot be deleted, and none is made in a project being deleted.
  */
-import { GUEST_MTU } from '../domain/network-segments.js'
+import { GUEST_MTU, type NetworkOutbound } from '../domain/network-segments.js'
 import { inTransaction, type Pool } from './pool.js'
 
 export interface Network {
@@ -15,6 +15,7 @@ export interface Network {
   /** Its VXLAN network identifier, chosen with it and never reused (domain/network-segments.ts). */
   vni: number
   mtu: number
+  outbound: NetworkOutbound
   /** Addresses given to live interfaces, and how many the network has to give. */
   addressesInUse: number
   addressesTotal: number
@@ -23,7 +24,7 @@ export interface Network {
 
 export type NetworkInsertProblem = { kind: 'name-taken' } | { kind: 'overlaps', with: string } | { kind: 'project-gone' }
 
-const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.vni, n.created_at,
+const NETWORK_COLUMNS = `n.id, n.name, n.cidr::text AS cidr, host(n.gateway) AS gateway, n.vni, n.outbound, n.created_at,
   (SELECT count(*) FROM interfaces i WHERE i.network_id = n.id AND i.released_at IS NULL)::int AS in_use,
   ((2::bigint ^ (32 - masklen(n.cidr)))::bigint - 3)::int AS total`
 
@@ -35,21 +36,22 @@ function toNetwork (row: Record<string, any>): Network {
     gateway: row.gateway,
     vni: row.vni,
     mtu: GUEST_MTU,
+    outbound: row.outbound,
     addressesInUse: row.in_use,
     addressesTotal: row.total,
     createdAt: row.created_at
   }
 }
 
-export async function insertNetwork (db: Pool, network: { id: string, projectId: string, name: string, cidr: string, gateway: string }): Promise<Network | NetworkInsertProblem> {
+export async function insertNetwork (db: Pool, network: { id: string, projectId: string, name: string, cidr: string, gateway: string, outbound: NetworkOutbound }): Promise<Network | NetworkInsertProblem> {
   const client = await db.connect()
   try {
     // The project's quotas row, shared-locked: a project's deletion locks and deletes it (db/projects.ts).
     const inserted = await client.query(
-      `INSERT INTO networks (id, project_id, name, cidr, gateway)
-       SELECT $1, $2, $3, $4, $5 FROM project_quotas WHERE project_id = $2 FOR SHARE
+      `INSERT INTO networks (id, project_id, name, cidr, gateway, outbound)
+       SELECT $1, $2, $3, $4, $5, $6 FROM project_quotas WHERE project_id = $2 FOR SHARE
        ON CONFLICT (id) DO NOTHING`,
-      [network.id, network.projectId, network.name, network.cidr, network.gateway]
+      [network.id, network.projectId, network.name, network.cidr, network.gateway, network.outbound]
     )
     if (inserted.rowCount === 0 && (await client.query('SELECT 1 FROM networks WHERE id = $1', [network.id])).rowCount === 0) return { kind: 'project-gone' }
   } catch (err) {
@@ -110,12 +112,12 @@ export async function deleteNetwork (db: Pool, id: string): Promise<'deleted' | 
   })
 }
 
-/** The VNI of each interface's network, by interface ID; an interface with no row is not in the map. */
-export async function vnisOfInterfaces (db: Pool, interfaceIds: readonly string[]): Promise<Map<string, number>> {
+/** What the host of each interface does with its network (its segment's VNI, its way out), by interface ID; an interface with no row is not in the map. */
+export async function segmentsOfInterfaces (db: Pool, interfaceIds: readonly string[]): Promise<Map<string, { vni: number, outbound: NetworkOutbound }>> {
   if (interfaceIds.length === 0) return new Map()
   const { rows } = await db.query(
-    'SELECT i.id, w.vni FROM interfaces i JOIN networks w ON w.id = i.network_id WHERE i.id = ANY($1::uuid[])',
+    'SELECT i.id, w.vni, w.outbound FROM interfaces i JOIN networks w ON w.id = i.network_id WHERE i.id = ANY($1::uuid[])',
     [interfaceIds]
   )
-  return new Map(rows.map((row) => [row.id as string, row.vni as number]))
+  return new Map(rows.map((row) => [row.id as string, { vni: row.vni as number, outbound: row.outbound as NetworkOutbound }]))
 }

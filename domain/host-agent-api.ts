@@ -22,7 +22,7 @@ import {
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
 import { urlInteger } from './url-integer.js'
-import { VNI_RANGE } from './network-segments.js'
+import { NETWORK_OUTBOUND, VNI_RANGE } from './network-segments.js'
 import { HOST_ID_PATTERN } from './ids.js'
 import type { HostImage } from './host.js'
 import { MIGRATION_HALF_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
@@ -63,7 +63,9 @@ export const vmmInterfaceSchema = z.strictObject({
   address: z.cidrv4(),
   gateway: z.ipv4(),
   /** Its network's VNI: the segment its TAP is attached to (domain/network-segments.ts). */
-  vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max)
+  vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max),
+  /** Its network's way out to the hosts' LAN: NAT by this host, or none. */
+  outbound: z.enum(NETWORK_OUTBOUND)
 })
 export type VmmInterface = z.infer<typeof vmmInterfaceSchema>
 
@@ -88,11 +90,11 @@ export const vmmSpecSchema = z.strictObject({
 export type VmmSpec = z.infer<typeof vmmSpecSchema>
 
 /**
- * A VMM's spec as a workflow has it: its interfaces do not say their segment, which the activity
+ * A VMM's spec as a workflow has it: its interfaces do not say their segment or way out, which the activity
  * that calls the agent looks up (activities/host-agent-calls.ts), so executions recorded before
  * networks had segments ask for the same VMM as new ones.
  */
-export type PlannedVmmSpec = Omit<VmmSpec, 'interfaces'> & { interfaces?: Array<Omit<VmmInterface, 'vni'>> }
+export type PlannedVmmSpec = Omit<VmmSpec, 'interfaces'> & { interfaces?: Array<Omit<VmmInterface, 'vni' | 'outbound'>> }
 
 /**
  * Makes the VMM a live migration's target: it starts empty and receives the VM instead of

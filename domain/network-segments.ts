@@ -13,6 +13,10 @@
 /** VXLAN network identifiers are 24 bits; vmplane hands them out from 4096 up (below is left for operators). */
 export const VNI_RANGE = { min: 4096, max: 16_777_215 }
 
+/** A network's way out to the hosts' LAN: none, or NAT by the host of each interface. */
+export const NETWORK_OUTBOUND = ['none', 'nat'] as const
+export type NetworkOutbound = typeof NETWORK_OUTBOUND[number]
+
 /** The UDP port VXLAN is sent to (IANA's). */
 export const VXLAN_PORT = 4789
 
@@ -43,6 +47,16 @@ export function segmentBridgeOf (vni: number): string {
 
 export function segmentVxlanOf (vni: number): string {
   return VXLAN_PREFIX + hexOf(vni)
+}
+
+/**
+ * The MAC of a network's gateway: the same on every host, since the gateway is (its address on
+ * the segment's bridge of each host), so a guest that moves finds it at the MAC it knows. Locally
+ * administered, `02:76:70` ("vp") and the VNI's three bytes. Each host keeps it to itself: frames
+ * from it never cross the VXLAN device (host-agent/network/host-firewall.ts).
+ */
+export function gatewayMacOf (vni: number): string {
+  return `02:76:70:${hexOf(vni).match(/../g)!.join(':')}`
 }
 
 /** The VNI a segment device is named after, or null for a name that is not a segment's. */

@@ -8,6 +8,7 @@
  */
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
+import type { VmmInterface } from '../domain/host-agent-api.js'
 import type { AgentConfig } from '../config/index.js'
 import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
@@ -17,6 +18,7 @@ import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
 import { vmmCommandPrefix } from './cloud-hypervisor/launch.js'
+import { HostFirewall, segmentPolicies } from './network/host-firewall.js'
 import { NetworkSegments } from './network/segments.js'
 import { TapDevices } from './network/taps.js'
 import { missingHostTools, withSbin } from './host-tools.js'
@@ -55,6 +57,10 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   await storage.init()
   const segments = new NetworkSegments(config.netns, config.underlay)
   await segments.checkUnderlay().catch((err: Error) => { throw new StartupError(err.message) })
+  // Made before the supervisor is, whose live VMMs' interfaces it reads at each rebuild.
+  let liveInterfaces = (): VmmInterface[] => []
+  const firewall = new HostFirewall(config.netns, async () => segmentPolicies((await segments.list()).map((segment) => segment.vni), liveInterfaces()))
+  await firewall.enableForwarding()
   const transport = new MigrationTransport(config.migrationListen)
   await transport.init()
 
@@ -84,7 +90,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
       serialLogBytes: config.serialLogBytes
     },
     store: new RecordStore(config.stateDir),
-    devices: new VmmDevices(images, storage, new TapDevices(config.netns), segments),
+    devices: new VmmDevices(images, storage, new TapDevices(config.netns), segments, firewall),
     transport,
     log,
     onChange: (vmm) => { outbox.notify(vmm) },
@@ -92,6 +98,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) },
     refusesNewVmms: () => lease === null || lease.keeper.mayStartVmms() ? null : 'this host holds no lease from the control plane: it takes no new VMM until it does'
   })
+  liveInterfaces = () => supervisor.all().filter((vmm) => !vmm.terminal).flatMap((vmm) => vmm.record.spec.interfaces ?? [])
   lease = await prepareHostLease(config, { fenceAll: async (reason) => { await supervisor.fenceAll(reason) }, metrics, log })
   metrics.readFrom({
     vmmStates: () => supervisor.all().map((vmm) => vmm.record.state),
@@ -102,6 +109,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   // Segments a crash left with no TAP on them (made for a VMM that never got its TAP, or whose last TAP went before the agent did).
   const pruned = await segments.prune()
   if (pruned.length > 0) log.info({ vnis: pruned }, 'removed network segments no TAP is on')
+  await firewall.rebuild()
   lease?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))

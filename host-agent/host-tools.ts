@@ -17,6 +17,8 @@ export const HOST_TOOLS: readonly HostTool[] = [
   { command: 'mkdosfs', debianPackage: 'dosfstools' },
   { command: 'mcopy', debianPackage: 'mtools' },
   { command: 'ip', debianPackage: 'iproute2' },
+  { command: 'nft', debianPackage: 'nftables' },
+  { command: 'sysctl', debianPackage: 'procps' },
   { command: 'setpriv', debianPackage: 'util-linux' }
 ]
 

@@ -41,7 +41,7 @@ export const LAN_TOOLS: readonly HostTool[] = [{ command: 'nft', debianPackage: 
 /** RFC 2544's benchmarking range: 512 subnets of 256 addresses. */
 const LAN_RANGE = parseCidr('198.18.0.0/15')
 const SUBNETS = LAN_RANGE.size / 256
-const LAN_BRIDGE = 'lan0'
+export const LAN_BRIDGE = 'lan0'
 /** The root namespace's port on the LAN bridge. */
 const LAN_UPLINK = 'uplink'
 /** Host N is <net>.<FIRST_HOST_OCTET + N - 1>: .1 is the root namespace's, .2 to .9 are left free. */

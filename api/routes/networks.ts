@@ -26,11 +26,11 @@ const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
     config: { action: 'project.write' },
     schema: { tags, summary: 'Create a network', ...scopeParams(scope), headers: idempotencyHeaders, body: createNetworkBody, response: { 201: networkSchema } }
   }, async (request, reply) => {
-    const { name, cidr } = request.body
+    const { name, cidr, outbound } = request.body
     const range = parseCidr(cidr)
     const gateway = request.body.gateway ?? firstHostAddress(range)
     if (!isHostAddressOf(range, gateway)) throw problem(422, 'body.gateway', `${gateway} is not an address of ${cidr} other than its network and broadcast addresses`)
-    const created = await insertNetwork(db, { id: request.newId('network'), projectId: request.project!.id, name, cidr, gateway })
+    const created = await insertNetwork(db, { id: request.newId('network'), projectId: request.project!.id, name, cidr, gateway, outbound })
     if ('kind' in created) {
       if (created.kind === 'project-gone') throw new ApiProblem(404, 'Not Found', 'the project was deleted')
       throw created.kind === 'name-taken'

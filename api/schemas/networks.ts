@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { INSTANCE_NAME_PATTERN, LIMITS } from '../../domain/limits.js'
 import { isNetworkAddress, parseCidr } from '../../domain/ipv4.js'
+import { NETWORK_OUTBOUND } from '../../domain/network-segments.js'
 import { nameOrIdSchema } from './common.js'
 
 export const createNetworkBody = z.strictObject({
@@ -13,7 +14,9 @@ export const createNetworkBody = z.strictObject({
     }, `must have a prefix from /${LIMITS.networkPrefix.min} to /${LIMITS.networkPrefix.max}`)
     .refine((cidr) => isNetworkAddress(parseCidr(cidr)), 'must be the network\'s own address, with no bit set past the prefix (10.0.0.0/24, not 10.0.0.5/24)')
     .describe('an IPv4 range no other network overlaps'),
-  gateway: z.ipv4().optional().describe('an address inside the range; by default its first (x.x.x.1 in a /24)')
+  gateway: z.ipv4().optional().describe('an address inside the range; by default its first (x.x.x.1 in a /24)'),
+  outbound: z.enum(NETWORK_OUTBOUND).default('none')
+    .describe("the way out to the hosts' LAN: nat (each interface's host translates its guest's connections to its own address) or none")
 }).meta({ id: 'CreateNetwork' })
 
 /** A network named by its name or its ID. */
@@ -27,7 +30,8 @@ export const networkSchema = z.object({
   cidr: z.string(),
   gateway: z.string(),
   vni: z.number().int().describe('its VXLAN network identifier: the segment joining its interfaces across hosts'),
-  mtu: z.number().int().describe("its interfaces' MTU: the hosts' less what VXLAN adds"),
+  mtu: z.number().int().describe("its interfaces' MTU (the hosts' LAN carries what VXLAN adds)"),
+  outbound: z.enum(NETWORK_OUTBOUND),
   addressesInUse: z.number().int().describe('held by live interfaces'),
   addressesTotal: z.number().int().describe('the range less its network, broadcast and gateway addresses'),
   createdAt: z.string()

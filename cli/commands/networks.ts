@@ -30,9 +30,11 @@ export function addNetworkCommands (program: Command): void {
     .argument('<name>', 'lower-case letters, digits and dashes')
     .requiredOption('--cidr <cidr>', 'its range, e.g. 10.78.0.0/24 (a /16 to a /30)')
     .option('--gateway <address>', 'its gateway (default: the first address of the range)')
-    .action(async (name: string, options: { cidr: string, gateway?: string }, command: Command) => {
+    .option('--outbound <way>', "its way out to the hosts' LAN: nat or none (default: none)")
+    .action(async (name: string, options: { cidr: string, gateway?: string, outbound?: string }, command: Command) => {
       const context = await contextOf(command)
-      show(context, await context.api.change<Network>('POST', `${context.project}/networks`, { name, cidr: options.cidr, gateway: options.gateway }), networkDetail)
+      const body = { name, cidr: options.cidr, gateway: options.gateway, outbound: options.outbound }
+      show(context, await context.api.change<Network>('POST', `${context.project}/networks`, body), networkDetail)
     })
 
   networks.command('delete')

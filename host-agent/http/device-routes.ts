@@ -48,6 +48,10 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = a
   app.get('/v1/segments', { schema: { response: { 200: segmentListSchema } } }, async () => ({ items: await supervisor.devices.segments.list() }))
 
   app.delete('/v1/segments/:vni', { schema: { params: segmentParamsSchema, response: removed } }, async (request) => {
-    return { removed: await supervisor.devices.segments.removeIfUnused(request.params.vni) }
+    const { segments, firewall } = supervisor.devices
+    const gone = await segments.removeIfUnused(request.params.vni)
+    // The firewall is rebuilt whether or not: the reconciler's pass over the host leaves it as the host is.
+    await firewall.rebuild()
+    return { removed: gone }
   })
 }

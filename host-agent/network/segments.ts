@@ -18,11 +18,16 @@
  * Hypervisor announces each NIC with a RARP broadcast when a migration's target resumes, which
  * every host of the network learns the MAC's new place from.
  *
- * Devices are made in one run of ip (its batch mode), like TAPs (network/taps.ts): the bridge,
- * then the VXLAN device, each with the guests' MTU, the VXLAN device enslaved, both brought UP.
+ * The bridge carries the network's gateway address, with the same MAC on every host
+ * (domain/network-segments.ts `gatewayMacOf`): each host is its guests' gateway, which the host's
+ * firewall lets them use only as it allows (network/host-firewall.ts).
+ *
+ * Devices are made in one run of ip (its batch mode), like TAPs (network/taps.ts): the bridge
+ * with the gateway's MAC and address, then the VXLAN device, each with the guests' MTU, the VXLAN
+ * device enslaved, both brought UP.
  */
 import {
-  GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, segmentBridgeOf, segmentGroupOf, segmentVxlanOf, vniOfSegmentDevice
+  GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, gatewayMacOf, segmentBridgeOf, segmentGroupOf, segmentVxlanOf, vniOfSegmentDevice
 } from '../../domain/network-segments.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { OneAtATime } from './one-at-a-time.js'
@@ -56,10 +61,13 @@ export class NetworkSegments {
     }
   }
 
-  /** Makes the network's segment if it is missing and runs `change` (a TAP's attachment to `bridge`) under its lock. */
-  async attach<T> (vni: number, change: (bridge: string) => Promise<T>): Promise<T> {
+  /**
+   * Makes the network's segment if it is missing, with `gateway` (its address and prefix length,
+   * `10.0.0.1/24`) on its bridge, and runs `change` (a TAP's attachment to `bridge`) under its lock.
+   */
+  async attach<T> (vni: number, gateway: string, change: (bridge: string) => Promise<T>): Promise<T> {
     return await this.#oneAtATime.run(vni, async () => {
-      await this.#ensure(vni)
+      await this.#ensure(vni, gateway)
       return await change(segmentBridgeOf(vni))
     })
   }
@@ -97,21 +105,29 @@ export class NetworkSegments {
    * The bridge and its VXLAN device, made in one run of ip when neither exists (a new segment);
    * otherwise what is missing or detached is made or attached again.
    */
-  async #ensure (vni: number): Promise<void> {
+  async #ensure (vni: number, gateway: string): Promise<void> {
     const bridge = segmentBridgeOf(vni)
     const vxlan = segmentVxlanOf(vni)
-    const makeBridge = ['link', 'add', bridge, 'mtu', String(GUEST_MTU), 'type', 'bridge']
+    const makeBridge = ['link', 'add', bridge, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'bridge']
     const makeVxlan = ['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
       'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1']
+    // No IPv6 on either: the gateway's link-local address would be the same on every host of the segment.
+    const v4Only = (name: string): string[] => ['link', 'set', name, 'addrgenmode', 'none']
     const join = ['link', 'set', vxlan, 'master', bridge, 'up']
     const up = ['link', 'set', bridge, 'up']
-    if (await this.#ip.batch([makeBridge, makeVxlan, join, up]).then(() => true, () => false)) {
+    const address = ['addr', 'replace', gateway, 'dev', bridge]
+    if (await this.#ip.batch([makeBridge, v4Only(bridge), makeVxlan, v4Only(vxlan), join, up, address]).then(() => true, () => false)) {
       crashPoint('agent.segment.after-create')
       return
     }
     const links = await this.#ip.links(['show'])
     const has = (name: string): boolean => links.some((link) => link.ifname === name)
-    await this.#ip.batch([...has(bridge) ? [] : [makeBridge], ...has(vxlan) ? [] : [makeVxlan], join, up])
+    const gatewayMac = ['link', 'set', bridge, 'address', gatewayMacOf(vni)]
+    await this.#ip.batch([
+      ...has(bridge) ? [gatewayMac] : [makeBridge, v4Only(bridge)],
+      ...has(vxlan) ? [] : [makeVxlan, v4Only(vxlan)],
+      join, up, address
+    ])
   }
 
   async #removeIfUnused (vni: number): Promise<boolean> {

@@ -5,9 +5,11 @@
  * - its kernel and initramfs, resolved inside the image directory;
  * - its disks (storage/instance-storage.ts), in the guest's order, then the cloud-init seed;
  * - a TAP per interface (network/taps.ts), with the multi-queue flag `num_queues` needs, on its
- *   network's segment (network/segments.ts), made first if this is the network's first VMM here.
+ *   network's segment (network/segments.ts), made first if this is the network's first VMM here;
+ * - the host's firewall rebuilt with its networks (network/host-firewall.ts), before the VMM runs.
  *
- * `release` removes the TAPs once the VMM is gone, and the segments no other TAP is on; disks and seeds outlive VMMs (they persist
+ * `release` removes the TAPs once the VMM is gone, and the segments no other TAP is on, and
+ * rebuilds the firewall without them; disks and seeds outlive VMMs (they persist
  * across stop and start) and go only when the control plane deletes them.
  *
  * A live migration's target (`prepareIncoming`) makes its TAPs, with the names the VM config in
@@ -20,6 +22,7 @@ import type { VmmSpec } from '../../domain/host-agent-api.js'
 import { macOf, netQueuesFor, tapNameOf } from '../../domain/interfaces.js'
 import type { ResolvedBootFiles, ResolvedNet } from '../cloud-hypervisor/vm-config.js'
 import type { ImageResolver } from '../images.js'
+import type { HostFirewall } from '../network/host-firewall.js'
 import type { NetworkSegments } from '../network/segments.js'
 import type { TapDevices } from '../network/taps.js'
 import type { InstanceStorage } from '../storage/instance-storage.js'
@@ -29,7 +32,8 @@ export class VmmDevices {
     readonly images: ImageResolver,
     readonly storage: InstanceStorage,
     readonly taps: TapDevices,
-    readonly segments: NetworkSegments
+    readonly segments: NetworkSegments,
+    readonly firewall: HostFirewall
   ) {}
 
   /**
@@ -73,8 +77,10 @@ export class VmmDevices {
     const interfaces = spec.interfaces ?? []
     const numQueues = netQueuesFor(spec.vcpus)
     for (const nic of interfaces) {
-      await this.segments.attach(nic.vni, async (bridge) => { await this.taps.ensure(tapNameOf(nic.id), numQueues > 2, bridge) })
+      const gateway = `${nic.gateway}/${nic.address.split('/')[1]!}`
+      await this.segments.attach(nic.vni, gateway, async (bridge) => { await this.taps.ensure(tapNameOf(nic.id), numQueues > 2, bridge) })
     }
+    if (interfaces.length > 0) await this.firewall.rebuild()
     return interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
   }
 
@@ -83,5 +89,6 @@ export class VmmDevices {
     const interfaces = spec.interfaces ?? []
     for (const nic of interfaces) await this.taps.remove(tapNameOf(nic.id))
     await this.segments.prune([...new Set(interfaces.map((nic) => nic.vni))])
+    if (interfaces.length > 0) await this.firewall.rebuild()
   }
 }

@@ -264,8 +264,11 @@ describe('vmplane CLI against a stack', () => {
   })
 
   it('networks, images, and an instance with a boot disk, a data disk, an interface at a chosen address and cloud-init', async () => {
-    assertSucceeded(await cli('networks', 'create', 'lab', '--cidr', '10.80.0.0/24'))
-    assert.match((await cli('networks', 'list')).stdout, /^lab +10\.80\.0\.0\/24 +10\.80\.0\.1 +0\/253 /m)
+    const made = await cli('networks', 'create', 'lab', '--cidr', '10.80.0.0/24', '--outbound', 'nat')
+    assertSucceeded(made)
+    assert.equal(field(made.stdout, 'outbound'), 'nat')
+    assert.match((await cli('networks', 'list')).stdout, /^lab +10\.80\.0\.0\/24 +10\.80\.0\.1 +\d+ +0\/253 /m)
+    assertOneLineError(await cli('networks', 'create', 'shut', '--cidr', '10.81.0.0/24', '--outbound', 'open'), 1, /outbound/)
     assert.match((await cli('images', 'list')).stdout, /^debian-12\.qcow2 +qcow2 +2\.0 GiB /m)
 
     const files = await mkdtemp(join(tmpdir(), 'vmplane-cli-'))

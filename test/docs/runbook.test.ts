@@ -15,7 +15,7 @@ import { readFile, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
-import { segmentBridgeOf } from '../../domain/network-segments.js'
+import { segmentBridgeOf, segmentGroupOf, segmentVxlanOf } from '../../domain/network-segments.js'
 import { waitFor, waitUntil } from '../../stack/wait.js'
 import { REPO_ROOT } from '../../scripts/tools/paths.js'
 import {
@@ -27,7 +27,7 @@ import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const RUNBOOK = join(REPO_ROOT, 'docs', 'operations.md')
 const SETUP_SECTION = 'Before you start'
-const PLACEHOLDERS = ['data-dir', 'instance-id', 'host-id', 'operation-id', 'run-id', 'project-id'] as const
+const PLACEHOLDERS = ['data-dir', 'instance-id', 'host-id', 'operation-id', 'run-id', 'project-id', 'peer-ip'] as const
 type Placeholder = typeof PLACEHOLDERS[number]
 
 interface Step {
@@ -565,6 +565,25 @@ describe('the operator runbook, docs/operations.md', async () => {
         command: /curl .*\/v1\/instances\/<instance-id>\/console\/log\?bytes=1024"$/,
         settles: true,
         check: (output) => includesAll(output, 'cloud-init: hostname set to runbook-disks', 'runbook-disks login: ')
+      }
+    ],
+    'Is a guest reachable?': [
+      {
+        command: /^\(printf 'ping <peer-ip> 3\\r'; sleep 3\) \| VMPLANE_DATA_DIR=\$DATA node dist\/bin\/vmplane\.js instances console <instance-id> \| grep -a sim\.ping$/,
+        given: async () => {
+          const peer = await runningInstance(stack, 'runbook-peer')
+          const { body } = await api(stack).get<{ interfaces: Array<{ ip: string }> }>(`/v1/instances/${peer.id}`)
+          values['peer-ip'] = body.interfaces[0]!.ip
+          use(await runningInstance(stack, 'runbook-prober'))
+        },
+        check: (output) => { assert.match(output, new RegExp(`^sim\\.ping ${values['peer-ip']!.replaceAll('.', '\\.')}: 3/3 replies, longest gap \\d+ ms`, 'm')) }
+      },
+      {
+        command: /^bridge -n .* fdb show \| grep -a 'dst'$/,
+        check: async (output) => {
+          const { body: network } = await api(stack).get<{ vni: number }>('/v1/networks/default')
+          includesAll(output, `00:00:00:00:00:00 dev ${segmentVxlanOf(network.vni)} dst ${segmentGroupOf(network.vni)} via eth0 self permanent`)
+        }
       }
     ],
     'Migrate an instance, cancel a migration, drain a host': [

@@ -45,7 +45,7 @@ function ensureBody (devices: Devices, options: { cmdline?: string, vcpus?: numb
       memoryMiB: 256,
       boot: { kernel: 'vmlinux', cmdline: options.cmdline ?? 'console=ttyS0 sim.mark_disk=1' },
       disks: [{ id: devices.bootDiskId, image: STAND_IN_BASE_IMAGE, sizeGiB: 4 }, { id: devices.dataDiskId, sizeGiB: 1 }],
-      interfaces: [{ id: devices.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096 }],
+      interfaces: [{ id: devices.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096, outbound: 'none' }],
       cloudInit: { hostname: 'web-1', sshKeys: [SSH_KEY], userData: '#cloud-config\npackages: [nginx]\n' }
     }
   }

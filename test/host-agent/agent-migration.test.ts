@@ -68,7 +68,7 @@ function ensureBody (instance: Instance, migrationId?: string): object {
       memoryMiB: 128,
       boot: { kernel: 'vmlinux', cmdline: instance.cmdline },
       disks: [{ id: instance.bootDiskId, image: STAND_IN_BASE_IMAGE, sizeGiB: 4 }, { id: instance.dataDiskId, sizeGiB: 1 }],
-      ...instance.interfaceId === null ? {} : { interfaces: [{ id: instance.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096 }] },
+      ...instance.interfaceId === null ? {} : { interfaces: [{ id: instance.interfaceId, address: '10.20.0.5/24', gateway: '10.20.0.1', vni: 4096, outbound: 'none' }] },
       cloudInit: { hostname: 'web-1', sshKeys: [] }
     },
     ...migrationId === undefined ? {} : { incoming: { migrationId } }

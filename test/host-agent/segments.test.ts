@@ -1,13 +1,13 @@
 /**
  * The agent's network segments (host-agent/network/segments.ts) in a network namespace of the
  * test's own, with the real iproute2: a network's first TAP makes its bridge and VXLAN device,
- * named after its VNI; later TAPs of the network share them; a segment with no TAP is pruned and
+ * named after its VNI, its bridge the network's gateway (address and MAC); later TAPs of the network share them; a segment with no TAP is pruned and
  * one with a TAP never is; a segment half made (a crash between its devices) is completed or,
  * unused, removed whole; nobody else's devices are touched.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
-import { GUEST_MTU, segmentBridgeOf, segmentGroupOf, segmentVxlanOf } from '../../domain/network-segments.js'
+import { GUEST_MTU, gatewayMacOf, segmentBridgeOf, segmentGroupOf, segmentVxlanOf } from '../../domain/network-segments.js'
 import { IpCommands } from '../../host-agent/network/ip-commands.js'
 import { NetworkSegments } from '../../host-agent/network/segments.js'
 import { TapDevices } from '../../host-agent/network/taps.js'
@@ -35,7 +35,7 @@ describe('network segments', () => {
   after(async () => { await network?.remove() })
 
   const attachTap = async (vni: number, tap: string): Promise<void> => {
-    await segments.attach(vni, async (bridge) => { await taps.ensure(tap, false, bridge) })
+    await segments.attach(vni, `10.${vni - 4000}.0.1/24`, async (bridge) => { await taps.ensure(tap, false, bridge) })
   }
   const names = async (): Promise<string[]> => (await ip.links(['show'])).map((link) => link.ifname).sort()
 
@@ -56,6 +56,9 @@ describe('network segments', () => {
     assert.deepEqual(await segments.list(), [{ vni: 4096, bridge: 'vmpn001000', joined: true, taps: ['vmp000000000a01', 'vmp000000000a02'] }])
     const [tap] = await ip.links(['show', 'dev', 'vmp000000000a01'])
     assert.equal(tap?.mtu, GUEST_MTU)
+    const [bridge] = JSON.parse(await ip.run(['-json', 'addr', 'show', 'dev', segmentBridgeOf(4096)])) as Array<{ address: string, addr_info: Array<{ local: string, prefixlen: number }> }>
+    assert.equal(bridge?.address, gatewayMacOf(4096), "the gateway's MAC, the same on every host")
+    assert.deepEqual(bridge?.addr_info.map((a) => `${a.local}/${a.prefixlen}`), ['10.96.0.1/24'], "the network's gateway")
   })
 
   it('keeps each network on its own bridge and VNI', async () => {

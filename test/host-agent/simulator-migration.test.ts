@@ -504,7 +504,7 @@ describe('the guest\'s network', () => {
     const interfaceId = randomUUID()
     const mac = macOf(interfaceId)
     const seed = join(workspace.dir, 'net-seed.img')
-    await buildSeed(seed, 'i-net', { hostname: 'net-guest', sshKeys: [] }, [{ id: interfaceId, address: `${GUEST}/24`, gateway: '10.78.0.1', vni: VNI_RANGE.min }])
+    await buildSeed(seed, 'i-net', { hostname: 'net-guest', sshKeys: [] }, [{ id: interfaceId, address: `${GUEST}/24`, gateway: '10.78.0.1', vni: VNI_RANGE.min, outbound: 'none' }])
     const config = { ...vmConfig({ seed, cmdline: `sim.echo_port=${ECHO_PORT}` }), net: [{ tap: TAP, mac, num_queues: 2 }] }
     const source = await bootSource(config, vmmCommandPrefix(sourceHost.netns, true))
     assert.deepEqual(await ping(sourceHost.netns, GUEST), { sent: 3, received: 3 })

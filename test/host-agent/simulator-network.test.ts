@@ -64,7 +64,7 @@ async function bootGuest (name: string, address: string, options: { queuePairs?:
   const tap = `vmpnet${name}`
   await taps.ensure(tap, queuePairs > 1, BRIDGE)
   const seed = join(workspace.dir, `${name}-seed.img`)
-  const nic = { id: interfaceId, address: `${address}/24`, gateway: GATEWAY, vni: VNI_RANGE.min }
+  const nic = { id: interfaceId, address: `${address}/24`, gateway: GATEWAY, vni: VNI_RANGE.min, outbound: 'none' as const }
   if (options.mtu !== undefined) await buildSeedWithMtu(seed, name, nic, options.mtu)
   else await buildSeed(seed, `i-${name}`, { hostname: name, sshKeys: [] }, [nic])
   const vmm = await SimulatedVmm.start(await workspace.nextDir(), vmmCommandPrefix(network.netns, true))

@@ -11,17 +11,36 @@
  * blackout, to within 20 ms) of each is printed, and none is more than a second. The forwarding
  * follows the VM by itself: the target announces its NIC (RARP) when it resumes.
  *
- * Every probe runs inside a simulated guest (gVisor's netstack on its TAP): nothing is sent from
- * the machine's own namespace.
+ * The outside, a station on the stack's LAN (test/helpers/outside-station.ts): a guest of a network
+ * with `outbound: nat` reaches it (ping, TCP), through its host's NAT; a guest of one without does
+ * not; and the station, routing each guest's network to the guest's host, reaches neither.
+ *
+ * An agent SIGKILLed and restarted finds its host's segments, TAPs and firewall tables exactly as
+ * they were, and its guests still reach each other; an agent killed just after making a segment
+ * for a migration's target (before its TAP) leaves no part of it once it is back and the
+ * reconciler has passed, and the stack's invariants hold, segments counted.
+ *
+ * Every probe runs inside a simulated guest (gVisor's netstack on its TAP) or a namespace of the
+ * stack's: nothing is sent from the machine's own namespace.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
+import { segmentBridgeOf, segmentVxlanOf } from '../../domain/network-segments.js'
+import { runCommand } from '../../host-agent/process/command.js'
+import { waitFor } from '../../stack/wait.js'
+import { armCrashPlan, crashPlanFired } from '../helpers/crash-plans.js'
 import { GuestConsole } from '../helpers/guest-console.js'
+import { checkInvariants } from '../helpers/invariants.js'
+import { ping, tcpEcho } from '../helpers/net-probe.js'
+import { OutsideStation } from '../helpers/outside-station.js'
 import { newInstance, waitForState, type InstanceBody } from '../helpers/instances.js'
+import { RECONCILE_ON_DEMAND_ONLY, lastReconcilePass, nextReconcilePass } from '../helpers/operator.js'
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const ECHO_PORT = 7
 const NETWORKS = [{ name: 'blue', cidr: '10.61.0.0/24' }, { name: 'green', cidr: '10.62.0.0/24' }]
+/** A network with a way out: its guests reach the LAN through their host's NAT. */
+const OPEN = { name: 'open', cidr: '10.63.0.0/24', outbound: 'nat' }
 
 interface Guest {
   name: string
@@ -36,8 +55,8 @@ describe('networks that isolate', { timeout: 10 * 60_000 }, () => {
   const guests: Guest[] = []
 
   before(async () => {
-    stack = await startStack({ hosts: 3 })
-    for (const network of NETWORKS) assert.equal((await api(stack).post('/v1/networks', network)).status, 201)
+    stack = await startStack({ hosts: 3, env: { VMPLANE_CRASH_POINTS: '1', VMPLANE_RECONCILE_SECONDS: RECONCILE_ON_DEMAND_ONLY } })
+    for (const network of [...NETWORKS, OPEN]) assert.equal((await api(stack).post('/v1/networks', network)).status, 201)
     const hosts = stack.info.hosts.map((host) => host.id)
     for (const network of NETWORKS) {
       for (const host of hosts) guests.push(await guestOn(network.name, host, `${network.name}-${host}`))
@@ -121,4 +140,91 @@ describe('networks that isolate', { timeout: 10 * 60_000 }, () => {
     console.log(`blackouts of 10 live migrations (longest gap between replies to pings every 20 ms): ${blackouts.join(', ')} ms; median ${sorted[4]} ms, max ${sorted[9]} ms`)
     assert.ok(sorted[9]! <= 1000, `every blackout at most a second: ${blackouts.join(', ')} ms`)
   })
+
+  it("reaches the LAN through its host's NAT only on a network with a way out; nothing on the LAN reaches a guest", async () => {
+    const host = stack.info.hosts[0]!
+    const hostAddress = new URL(host.url).hostname
+    const station = await OutsideStation.start(stack.info.lan, ECHO_PORT)
+    try {
+      const open = await guestOn(OPEN.name, host.id, `open-${host.id}`)
+      const closed = guests.find((guest) => guest.network === 'blue' && guest.host === host.id)!
+      const outward = async (guest: Guest): Promise<{ ping: number, tcp: string }> => {
+        const shell = await GuestConsole.open(stack, guest.id)
+        try {
+          return { ping: (await shell.ping(station.address, 3)).received, tcp: await shell.connect(station.address, ECHO_PORT) }
+        } finally {
+          shell.close()
+        }
+      }
+      assert.deepEqual(await outward(open), { ping: 3, tcp: 'echo ok' }, 'a guest with a way out')
+      assert.deepEqual(station.connectionsFrom, [hostAddress], "seen from its host's address: NAT")
+      const shut = await outward(closed)
+      assert.equal(shut.ping, 0, 'a guest without a way out')
+      assert.notEqual(shut.tcp, 'echo ok')
+
+      await station.route(OPEN.cidr, hostAddress)
+      await station.route(NETWORKS[0]!.cidr, hostAddress)
+      for (const guest of [open, closed]) {
+        assert.equal((await ping(station.netns, guest.ip, { count: 3 })).received, 0, `the LAN pings ${guest.name}`)
+        assert.notEqual(await tcpEcho(station.netns, guest.ip, ECHO_PORT, { timeoutMs: 2000 }), 'echo ok', `the LAN connects to ${guest.name}`)
+      }
+    } finally {
+      await station.stop()
+    }
+  })
+
+  it("keeps a host's devices and rules through its agent's SIGKILL, and leaves no part of a segment made by an agent killed before its TAP", async () => {
+    const host = stack.info.hosts[0]!
+    const before = await networkStateOf(host.netns)
+    assert.ok(before.includes('table inet vmplane'), before)
+    await stack.kill(`agent-${host.id}`)
+    await stack.waitForRestart(`agent-${host.id}`)
+    await waitFor(`agent-${host.id} back`, async () => (await fetch(`${host.url}/healthz`).then((r) => r.ok, () => false)) ? true : null, { timeoutMs: 30_000 })
+    assert.equal(await networkStateOf(host.netns), before, 'nothing missing, nothing left over')
+    const [here, there] = guests.filter((guest) => guest.network === 'blue')
+    const shell = await GuestConsole.open(stack, here!.id)
+    try {
+      assert.equal((await shell.ping(there!.ip, 2)).received, 2)
+    } finally {
+      shell.close()
+    }
+
+    // A migration's target, killed once it has made the network's segment there and before the TAP.
+    const late = { name: 'late', cidr: '10.64.0.0/24' }
+    assert.equal((await api(stack).post('/v1/networks', late)).status, 201)
+    const { vni } = (await api(stack).get<{ vni: number }>(`/v1/networks/${late.name}`)).body
+    const moving = await guestOn(late.name, host.id, 'late-mover')
+    const target = stack.info.hosts[1]!
+    await armCrashPlan(stack, { point: 'agent.segment.after-create', kill: `agent-${target.id}`, host: target.id })
+    const migrating = api(stack).post(`/v1/instances/${moving.id}/migrate?wait=60`, { targetHostId: target.id })
+    await crashPlanFired(stack, 'the target agent killed after making the segment')
+    await migrating
+    await waitForState(stack, moving.id, 'running')
+    const previous = (await lastReconcilePass(stack))?.id ?? null
+    assert.equal((await api(stack).post('/v1/admin/reconcile')).status, 202)
+    await nextReconcilePass(stack, previous)
+    const { body } = await api(stack).get<InstanceBody>(`/v1/instances/${moving.id}`)
+    const links = await linkNamesOf(target.netns)
+    if (body.vmm!.hostId === target.id) {
+      assert.ok(links.includes(segmentVxlanOf(vni)), 'the migration went on: its segment whole on the target')
+    } else {
+      assert.ok(!links.includes(segmentBridgeOf(vni)) && !links.includes(segmentVxlanOf(vni)), `no part of the segment left on ${target.id}: ${links.join(' ')}`)
+    }
+    const report = await checkInvariants(stack.info)
+    assert.deepEqual([...report.orphanSegments, ...report.orphanTaps, ...report.notAtIntent], [])
+  })
 })
+
+/** A host's vmplane links (name, bridge, state) and its firewall tables, as text to compare. */
+async function networkStateOf (netns: string): Promise<string> {
+  const links = JSON.parse(await runCommand('ip', ['-n', netns, '-json', 'link', 'show'])) as Array<{ ifname: string, master?: string, operstate: string }>
+  const ours = links.filter((link) => link.ifname.startsWith('vmp')).map((link) => `${link.ifname} ${link.master ?? '-'} ${link.operstate}`).sort()
+  const tables = await runCommand('ip', ['netns', 'exec', netns, 'nft', 'list', 'tables'])
+  const rules = []
+  for (const family of ['inet', 'bridge']) rules.push(await runCommand('ip', ['netns', 'exec', netns, 'nft', 'list', 'table', family, 'vmplane']))
+  return [...ours, tables, ...rules].join('\n')
+}
+
+async function linkNamesOf (netns: string): Promise<string[]> {
+  return (JSON.parse(await runCommand('ip', ['-n', netns, '-json', 'link', 'show'])) as Array<{ ifname: string }>).map((link) => link.ifname)
+}

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { pino } from 'pino'
 import { ImageResolver } from '../../../host-agent/images.js'
 import { TapDevices } from '../../../host-agent/network/taps.js'
+import { HostFirewall } from '../../../host-agent/network/host-firewall.js'
 import { NetworkSegments } from '../../../host-agent/network/segments.js'
 import { InstanceStorage } from '../../../host-agent/storage/instance-storage.js'
 import type { RecordStore } from '../../../host-agent/store/record-store.js'
@@ -31,7 +32,7 @@ export function testVmmContext (dir: string, store: RecordStore): VmmContext {
       serialLogBytes: 1024
     },
     store,
-    devices: new VmmDevices(images, new InstanceStorage(join(dir, 'storage'), 'host-test', images), new TapDevices(null), new NetworkSegments(null, 'eth0')),
+    devices: new VmmDevices(images, new InstanceStorage(join(dir, 'storage'), 'host-test', images), new TapDevices(null), new NetworkSegments(null, 'eth0'), new HostFirewall(null, async () => [])),
     transport: new MigrationTransport({ kind: 'unix', dir: join(dir, 'migrations') }),
     log: pino({ level: 'silent' }),
     onChange: () => {},
