@@ -101,12 +101,13 @@ describe('the resources of a create, refused for what cannot be', { timeout: 2 *
     await refused(create({ interfaces: [{ network: '../wide' }] }), 400, 'body.interfaces.0.network')
   })
 
-  it('refuses a network that overlaps another, that is not a range, whose gateway is outside it, or whose name is taken', async () => {
+  it('refuses a network that overlaps another, that is not a range, whose gateway is outside it, whose way out is none of the two, or whose name is taken', async () => {
     await refused({ name: 'over', cidr: '10.9.0.128/25' }, 409, 'body.cidr', '/v1/networks')
     await refused({ name: 'bits', cidr: '10.11.0.5/24' }, 400, 'body.cidr', '/v1/networks')
     await refused({ name: 'huge', cidr: '10.0.0.0/8' }, 400, 'body.cidr', '/v1/networks')
     await refused({ name: 'away', cidr: '10.12.0.0/24', gateway: '10.13.0.1' }, 422, 'body.gateway', '/v1/networks')
     await refused({ name: 'edge', cidr: '10.12.0.0/24', gateway: '10.12.0.255' }, 422, 'body.gateway', '/v1/networks')
+    await refused({ name: 'open', cidr: '10.12.0.0/24', outbound: 'open' }, 400, 'body.outbound', '/v1/networks')
     await refused({ name: 'wide', cidr: '10.14.0.0/24' }, 409, 'body.name', '/v1/networks')
   })
 
@@ -118,7 +119,7 @@ describe('the resources of a create, refused for what cannot be', { timeout: 2 *
     const network = made.json() as { vni: number }
     assert.ok(Number.isInteger(network.vni) && network.vni >= 4096, `a VNI of its own: ${made.body}`)
     assert.deepEqual({ ...network, id: undefined, createdAt: undefined, vni: undefined },
-      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', vni: undefined, mtu: 1500, addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
+      { id: undefined, name: 'spare', cidr: '10.15.0.0/24', gateway: '10.15.0.1', vni: undefined, mtu: 1500, outbound: 'none', addressesInUse: 0, addressesTotal: 253, createdAt: undefined })
     assert.equal((await api.server.inject({ method: 'DELETE', url: '/v1/networks/spare', headers: auth })).statusCode, 204)
     assert.equal((await api.server.inject({ method: 'GET', url: '/v1/networks/spare', headers: auth })).statusCode, 404)
   })
