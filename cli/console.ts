@@ -26,11 +26,6 @@ export async function attachConsole (target: { url: string, headers: Record<stri
       else reject(new CliError(`console closed: ${reason.toString() || `code ${code}`}`, code === 4503 ? EXIT.unavailable : EXIT.refused))
     })
   })
-  socket.once('open', () => {
-    stderr.write(`connected to the serial console of ${name}; Ctrl-] leaves\r\n`)
-    if (raw) stdin.setRawMode(true)
-    stdin.resume()
-  })
   socket.on('message', (data: Buffer) => { stdout.write(data) })
   const onInput = (chunk: Buffer): void => {
     const escape = chunk.indexOf(ESCAPE)
@@ -42,9 +37,16 @@ export async function attachConsole (target: { url: string, headers: Record<stri
     }
     socket.send(chunk)
   }
-  stdin.on('data', onInput)
-  // The end of input (a pipe closed) leaves too.
-  stdin.once('end', () => { left = true; socket.close() })
+  // Input is read only once the socket is open: a listener would start a pipe flowing at once,
+  // and what a script pipes in would meet a socket still connecting.
+  socket.once('open', () => {
+    stderr.write(`connected to the serial console of ${name}; Ctrl-] leaves\r\n`)
+    if (raw) stdin.setRawMode(true)
+    stdin.on('data', onInput)
+    // The end of input (a pipe closed) leaves too.
+    stdin.once('end', () => { left = true; socket.close() })
+    stdin.resume()
+  })
   try {
     await ended
   } finally {
