@@ -68,7 +68,7 @@ function printReport (r: CampaignReport): void {
   }
   const rows: Array<[string, keyof InvariantCounts]> = [
     ['orphan VMMs', 'orphanVmms'], ['duplicate VMMs', 'duplicateVmms'], ['leaked reservations', 'leakedReservations'],
-    ['orphan disks', 'orphanDisks'], ['orphan TAPs', 'orphanTaps'], ['orphan segments', 'orphanSegments'], ['leaked addresses', 'leakedAddresses'],
+    ['orphan disks', 'orphanDisks'], ['orphan TAPs', 'orphanTaps'], ['orphan segments', 'orphanSegments'], ['firewall drift', 'firewallDrift'], ['leaked addresses', 'leakedAddresses'],
     ['duplicate addresses', 'duplicateAddresses'], ['not at intended state', 'notAtIntent'], ['operations in flight', 'operationsInFlight']
   ]
   console.log(`\n${'count (target 0)'.padEnd(24)} ${'all running'.padStart(12)} ${'after run'.padStart(10)}`)

@@ -12,6 +12,7 @@ const NOTHING_WRONG: InvariantCounts = {
   orphanDisks: 0,
   orphanTaps: 0,
   orphanSegments: 0,
+  firewallDrift: 0,
   leakedAddresses: 0,
   duplicateAddresses: 0,
   notAtIntent: 0,

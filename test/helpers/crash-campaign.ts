@@ -117,6 +117,8 @@ export interface InvariantCounts {
   orphanTaps: number
   /** Segments' bridges and VXLAN devices of networks no live VMM on their host has an interface on. */
   orphanSegments: number
+  /** Firewall rules of segments gone, or segments without their rules. */
+  firewallDrift: number
   leakedAddresses: number
   duplicateAddresses: number
   notAtIntent: number
@@ -546,6 +548,7 @@ function countsOf (report: InvariantReport): InvariantCounts {
     orphanDisks: report.orphanDisks.length,
     orphanTaps: report.orphanTaps.length,
     orphanSegments: report.orphanSegments.length,
+    firewallDrift: report.firewallDrift.length,
     leakedAddresses: report.leakedAddresses.length,
     duplicateAddresses: report.duplicateAddresses.length,
     notAtIntent: report.notAtIntent.length,

@@ -11,7 +11,8 @@
  *   PostgreSQL whose instance is not destroyed; every disk file in the storage to a live disk,
  *   every seed to a live instance, nothing is left half-made; every TAP in a host's network
  *   namespace to a live VMM on that host (an interface of its instance), and every network
- *   segment's bridge and VXLAN device to the network of such an interface;
+ *   segment's bridge and VXLAN device to the network of such an interface; the host's firewall
+ *   names exactly the segments it has (no rule of one gone, none missing for one there);
  * - nothing leaked: no reservation held for a VMM that is gone, no address, MAC or disk space
  *   held for a destroyed instance;
  * - no duplicates: no address or MAC held by two live interfaces;
@@ -45,6 +46,8 @@ export interface InvariantReport {
   orphanTaps: string[]
   /** Segment bridges and VXLAN devices in a host's namespace of a network no live VMM on that host has an interface on. */
   orphanSegments: string[]
+  /** Firewall rules of a segment a host does not have, or a segment of a host its firewall has no rule for. */
+  firewallDrift: string[]
   /** Addresses (and MACs, and disk space) still held for destroyed instances. */
   leakedAddresses: string[]
   /** Addresses or MACs held by more than one live interface. */
@@ -57,7 +60,7 @@ export interface InvariantReport {
 export function violationsOf (report: InvariantReport): string[] {
   return [
     ...report.orphanProcesses, ...report.orphanRecords, ...report.duplicates,
-    ...report.leakedReservations, ...report.orphanDisks, ...report.orphanTaps, ...report.orphanSegments, ...report.leakedAddresses,
+    ...report.leakedReservations, ...report.orphanDisks, ...report.orphanTaps, ...report.orphanSegments, ...report.firewallDrift, ...report.leakedAddresses,
     ...report.duplicateAddresses, ...report.operationsInFlight, ...report.notAtIntent
   ]
 }
@@ -95,6 +98,7 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       orphanDisks: await orphanStorage(stack, disks, instances),
       orphanTaps: [],
       orphanSegments: [],
+      firewallDrift: await firewallDriftOf(stack),
       leakedAddresses: [
         ...interfaces.filter((n) => n.released_at === null && n.instance_destroyed_at !== null)
           .map((n) => `address ${n.ip} and MAC ${n.mac} still held for destroyed instance ${n.instance_id}`),
@@ -198,6 +202,25 @@ function duplicatesAmong (live: Array<Record<string, any>>): string[] {
 }
 
 interface Link { ifname: string, master?: string }
+
+/**
+ * Each host's firewall against its segments: a bridge its tables name that the host does not
+ * have, or one it has whose own traffic they do not let through (host-agent/network/host-firewall.ts).
+ */
+async function firewallDriftOf (stack: StackInfo): Promise<string[]> {
+  const found: string[] = []
+  for (const host of stack.hosts) {
+    const links = JSON.parse(await runCommand('ip', ['-n', host.netns, '-json', 'link', 'show', 'type', 'bridge'])) as Link[]
+    const bridges = new Set(links.map((link) => link.ifname).filter((name) => vniOfSegmentDevice(name) !== null))
+    const table = await runCommand('ip', ['netns', 'exec', host.netns, 'nft', 'list', 'table', 'inet', 'vmplane']).catch(() => '')
+    const named = new Set([...table.matchAll(/"(vmpn[0-9a-f]{6})"/g)].map((match) => match[1]!))
+    for (const bridge of named) if (!bridges.has(bridge)) found.push(`the firewall of ${host.id} names ${bridge}, which it does not have`)
+    for (const bridge of bridges) {
+      if (!table.includes(`iifname "${bridge}" oifname "${bridge}" accept`)) found.push(`${host.id} has ${bridge}, whose own traffic its firewall does not let through`)
+    }
+  }
+  return found
+}
 
 /** Every link in each host's network namespace (TAPs, segments' bridges and VXLAN devices among them). */
 async function networkLinksByHost (stack: StackInfo): Promise<Map<string, Link[]>> {

@@ -211,7 +211,7 @@ describe('networks that isolate', { timeout: 10 * 60_000 }, () => {
       assert.ok(!links.includes(segmentBridgeOf(vni)) && !links.includes(segmentVxlanOf(vni)), `no part of the segment left on ${target.id}: ${links.join(' ')}`)
     }
     const report = await checkInvariants(stack.info)
-    assert.deepEqual([...report.orphanSegments, ...report.orphanTaps, ...report.notAtIntent], [])
+    assert.deepEqual([...report.orphanSegments, ...report.firewallDrift, ...report.orphanTaps, ...report.notAtIntent], [])
   })
 })
 
