@@ -109,7 +109,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   // Segments a crash left with no TAP on them (made for a VMM that never got its TAP, or whose last TAP went before the agent did).
   const pruned = await segments.prune()
   if (pruned.length > 0) log.info({ vnis: pruned }, 'removed network segments no TAP is on')
-  await firewall.rebuild()
+  await firewall.rebuild({ force: true })
   lease?.start()
   // Live VMMs, and any report not yet accepted: what Temporal accepted is durable there.
   outbox.resendAll(supervisor.all().filter((vmm) => !vmm.terminal || vmm.record.generation > vmm.record.reportedGeneration))

@@ -151,7 +151,6 @@ export async function attachHost (lan: StackLan, hostNetns: string, hostId: stri
     await ip(hostNetns, ['addr', 'add', `${address}/24`, 'dev', HOST_UPLINK])
   }
   await ip(hostNetns, ['link', 'set', HOST_UPLINK, 'up'])
-  await ip(hostNetns, ['link', 'set', 'lo', 'up'])
 }
 
 /** Removes every network of the dev stack on this data directory: its nftables table, the LAN and the hosts' namespaces. */

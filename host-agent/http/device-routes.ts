@@ -50,8 +50,8 @@ export const deviceRoutes: FastifyPluginAsyncZod<{ supervisor: Supervisor }> = a
   app.delete('/v1/segments/:vni', { schema: { params: segmentParamsSchema, response: removed } }, async (request) => {
     const { segments, firewall } = supervisor.devices
     const gone = await segments.removeIfUnused(request.params.vni)
-    // The firewall is rebuilt whether or not: the reconciler's pass over the host leaves it as the host is.
-    await firewall.rebuild()
+    // The firewall is replaced whether or not: the reconciler's pass over the host leaves it as the host is.
+    await firewall.rebuild({ force: true })
     return { removed: gone }
   })
 }

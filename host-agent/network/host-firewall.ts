@@ -9,8 +9,8 @@
  * and replaced whole by one `nft -f` transaction: the tables are deleted and made again within
  * it, so no packet ever meets a host with its rules half made or missing, and a run with other
  * segments leaves no rule of the last. Every change of what the host runs rebuilds them (a VMM's
- * devices made or released), so do the agent's start and the reconciler's pass; a rebuild of the
- * same state is the same text.
+ * devices made or released) if their text changes; the agent's start, and the reconciler when it
+ * removes a segment, replace them whatever they hold.
  *
  * Each host's bridge of a network holds the network's gateway (network/segments.ts), and the
  * host forwards (`net.ipv4.ip_forward`); bridged frames pass the `inet` hooks too
@@ -29,7 +29,7 @@
  * VXLAN device, so each host answers for the gateway only to its own guests.
  */
 import { gatewayMacOf, segmentBridgeOf, segmentVxlanOf, type NetworkOutbound } from '../../domain/network-segments.js'
-import { runCommand } from '../process/command.js'
+import { IpCommands } from './ip-commands.js'
 import { OneAtATime } from './one-at-a-time.js'
 
 /** What the firewall needs of a network with a segment on the host. */
@@ -89,24 +89,33 @@ export function firewallRuleset (segments: readonly SegmentPolicy[]): string {
 
 export class HostFirewall {
   readonly #oneAtATime = new OneAtATime<'tables'>()
+  readonly #ip: IpCommands
+  /** The ruleset the tables were last replaced with; null before the first. */
+  #applied: string | null = null
 
   /** `segments` says what the host has now: it is read when a rebuild runs, not when it is asked for. */
-  constructor (readonly netns: string | null, private readonly segments: () => Promise<SegmentPolicy[]>) {}
+  constructor (readonly netns: string | null, private readonly segments: () => Promise<SegmentPolicy[]>) {
+    this.#ip = new IpCommands(netns)
+  }
 
   /** Lets the host route for its guests and its firewall see their bridged frames (at start-up). */
   async enableForwarding (): Promise<void> {
-    await this.#inNamespace('sysctl', ['-qw', 'net.ipv4.ip_forward=1', 'net.bridge.bridge-nf-call-iptables=1'])
+    await this.#ip.exec('sysctl', ['-qw', 'net.ipv4.ip_forward=1', 'net.bridge.bridge-nf-call-iptables=1'])
   }
 
-  /** Replaces the host's tables with those of what it runs now: one rebuild at a time, each reading the host as it starts. */
-  async rebuild (): Promise<void> {
+  /**
+   * Replaces the host's tables with those of what it has now, one rebuild at a time, each reading
+   * the host as it starts. A VMM's boot or end that changes no segment (most do not: the network
+   * was on the host already) leaves the tables as they are, unless `force` says to replace them
+   * anyway: at the agent's start, and when the reconciler removes a segment, which repair them
+   * whatever happened to them meanwhile.
+   */
+  async rebuild (options: { force?: boolean } = {}): Promise<void> {
     await this.#oneAtATime.run('tables', async () => {
-      await this.#inNamespace('nft', ['-f', '-'], firewallRuleset(await this.segments()))
+      const ruleset = firewallRuleset(await this.segments())
+      if (ruleset === this.#applied && options.force !== true) return
+      await this.#ip.exec('nft', ['-f', '-'], ruleset)
+      this.#applied = ruleset
     })
-  }
-
-  async #inNamespace (command: string, args: string[], input?: string): Promise<void> {
-    const [program, ...rest] = this.netns === null ? [command, ...args] : ['ip', 'netns', 'exec', this.netns, command, ...args]
-    await runCommand(program!, rest, input === undefined ? {} : { input })
   }
 }

@@ -1,6 +1,7 @@
 /**
- * iproute2, run in the host's network namespace: the one the agent runs in, or the one
- * `VMPLANE_AGENT_NETNS` names (the tests give each simulated host its own).
+ * iproute2, and the other tools that act on a network namespace (nft, sysctl), run in the host's:
+ * the one the agent runs in, or the one `VMPLANE_AGENT_NETNS` names (the tests give each
+ * simulated host its own).
  */
 import { runCommand } from '../process/command.js'
 
@@ -28,6 +29,12 @@ export class IpCommands {
   async batch (commands: string[][]): Promise<void> {
     if (commands.length === 0) return
     await runCommand('ip', [...this.#inNamespace(), '-batch', '-'], { input: commands.map((args) => args.join(' ')).join('\n') + '\n' })
+  }
+
+  /** Another program, in the namespace (`ip netns exec`); `input` is what it reads on its standard input. */
+  async exec (command: string, args: string[], input?: string): Promise<string> {
+    const [program, ...rest] = this.netns === null ? [command, ...args] : ['ip', 'netns', 'exec', this.netns, command, ...args]
+    return await runCommand(program!, rest, input === undefined ? {} : { input })
   }
 
   where (): string {

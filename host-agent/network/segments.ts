@@ -22,16 +22,18 @@
  * (domain/network-segments.ts `gatewayMacOf`): each host is its guests' gateway, which the host's
  * firewall lets them use only as it allows (network/host-firewall.ts).
  *
- * Devices are made in one run of ip (its batch mode), like TAPs (network/taps.ts): the bridge
- * with the gateway's MAC and address, then the VXLAN device, each with the guests' MTU, the VXLAN
- * device enslaved, both brought UP.
+ * A segment is almost always there already when a VMM boots (a network's first VMM on a host
+ * makes it; the others find it), so it is looked at first, by one run of ip, and a whole one is
+ * left as it is. Otherwise what is missing is made, or attached and brought UP again, by one more
+ * run of ip (its batch mode): the bridge with the gateway's MAC and address, then the VXLAN
+ * device, each with the guests' MTU, the VXLAN device enslaved, both UP.
  */
 import {
   GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, gatewayMacOf, segmentBridgeOf, segmentGroupOf, segmentVxlanOf, vniOfSegmentDevice
 } from '../../domain/network-segments.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { OneAtATime } from './one-at-a-time.js'
-import { IpCommands } from './ip-commands.js'
+import { IpCommands, type IpLink } from './ip-commands.js'
 
 export interface Segment {
   vni: number
@@ -88,54 +90,55 @@ export class NetworkSegments {
 
   /** Every segment on the host, whole or part made (a VXLAN device without its bridge counts too). */
   async list (): Promise<Segment[]> {
-    const links = await this.#ip.links(['show'])
-    const vnis = new Set(links.map((link) => vniOfSegmentDevice(link.ifname)).filter((vni): vni is number => vni !== null))
-    return [...vnis].sort((a, b) => a - b).map((vni) => {
-      const bridge = segmentBridgeOf(vni)
-      return {
-        vni,
-        bridge,
-        joined: links.some((link) => link.ifname === segmentVxlanOf(vni) && link.master === bridge),
-        taps: links.filter((link) => link.master === bridge && link.linkinfo?.info_kind === 'tun').map((link) => link.ifname)
-      }
-    })
+    return segmentsIn(await this.#ip.links(['show']))
   }
 
-  /**
-   * The bridge and its VXLAN device, made in one run of ip when neither exists (a new segment);
-   * otherwise what is missing or detached is made or attached again.
-   */
+  /** The segment whole (or made whole): its bridge with its gateway, its VXLAN device on it, both UP. */
   async #ensure (vni: number, gateway: string): Promise<void> {
     const bridge = segmentBridgeOf(vni)
     const vxlan = segmentVxlanOf(vni)
-    const makeBridge = ['link', 'add', bridge, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'bridge']
-    const makeVxlan = ['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
-      'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1']
+    const links = await this.#ip.links(['show'])
+    const found = (name: string): IpLink | undefined => links.find((link) => link.ifname === name)
+    const up = (name: string): boolean => found(name)?.flags?.includes('UP') ?? false
+    if (found(vxlan)?.master === bridge && up(vxlan) && up(bridge)) return
     // No IPv6 on either: the gateway's link-local address would be the same on every host of the segment.
     const v4Only = (name: string): string[] => ['link', 'set', name, 'addrgenmode', 'none']
-    const join = ['link', 'set', vxlan, 'master', bridge, 'up']
-    const up = ['link', 'set', bridge, 'up']
-    const address = ['addr', 'replace', gateway, 'dev', bridge]
-    if (await this.#ip.batch([makeBridge, v4Only(bridge), makeVxlan, v4Only(vxlan), join, up, address]).then(() => true, () => false)) {
-      crashPoint('agent.segment.after-create')
-      return
-    }
-    const links = await this.#ip.links(['show'])
-    const has = (name: string): boolean => links.some((link) => link.ifname === name)
-    const gatewayMac = ['link', 'set', bridge, 'address', gatewayMacOf(vni)]
+    const made = found(bridge) === undefined
     await this.#ip.batch([
-      ...has(bridge) ? [gatewayMac] : [makeBridge, v4Only(bridge)],
-      ...has(vxlan) ? [] : [makeVxlan, v4Only(vxlan)],
-      join, up, address
+      ...made
+        ? [['link', 'add', bridge, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'bridge'], v4Only(bridge)]
+        : [['link', 'set', bridge, 'address', gatewayMacOf(vni)]],
+      ...found(vxlan) !== undefined
+        ? []
+        : [['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
+            'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1'], v4Only(vxlan)],
+      ['link', 'set', vxlan, 'master', bridge, 'up'],
+      ['link', 'set', bridge, 'up'],
+      ['addr', 'replace', gateway, 'dev', bridge]
     ])
+    if (made) crashPoint('agent.segment.after-create')
   }
 
   async #removeIfUnused (vni: number): Promise<boolean> {
-    const segment = (await this.list()).find((found) => found.vni === vni)
-    if (segment === undefined || segment.taps.length > 0) return false
     const links = await this.#ip.links(['show'])
+    const segment = segmentsIn(links).find((found) => found.vni === vni)
+    if (segment === undefined || segment.taps.length > 0) return false
     const existing = [segmentVxlanOf(vni), segmentBridgeOf(vni)].filter((name) => links.some((link) => link.ifname === name))
     await this.#ip.batch(existing.map((name) => ['link', 'del', 'dev', name]))
     return true
   }
+}
+
+/** The segments among the host's links. */
+function segmentsIn (links: IpLink[]): Segment[] {
+  const vnis = new Set(links.map((link) => vniOfSegmentDevice(link.ifname)).filter((vni): vni is number => vni !== null))
+  return [...vnis].sort((a, b) => a - b).map((vni) => {
+    const bridge = segmentBridgeOf(vni)
+    return {
+      vni,
+      bridge,
+      joined: links.some((link) => link.ifname === segmentVxlanOf(vni) && link.master === bridge),
+      taps: links.filter((link) => link.master === bridge && link.linkinfo?.info_kind === 'tun').map((link) => link.ifname)
+    }
+  })
 }

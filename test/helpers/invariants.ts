@@ -98,7 +98,7 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
       orphanDisks: await orphanStorage(stack, disks, instances),
       orphanTaps: [],
       orphanSegments: [],
-      firewallDrift: await firewallDriftOf(stack),
+      firewallDrift: [],
       leakedAddresses: [
         ...interfaces.filter((n) => n.released_at === null && n.instance_destroyed_at !== null)
           .map((n) => `address ${n.ip} and MAC ${n.mac} still held for destroyed instance ${n.instance_id}`),
@@ -127,6 +127,7 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
     }
 
     const links = await networkLinksByHost(stack)
+    report.firewallDrift.push(...await firewallDriftOf(stack, links))
     const taps = new Map([...links].map(([hostId, found]) => [hostId, found.filter((link) => isVmplaneTapName(link.ifname)).map((link) => link.ifname)]))
     const liveInterfacesOf = (instanceId: string): Array<Record<string, any>> => interfaces.filter((n) => n.instance_id === instanceId && n.released_at === null)
     const interfacesOf = (instanceId: string): string[] => liveInterfacesOf(instanceId).map((n) => tapNameOf(n.id))
@@ -207,11 +208,11 @@ interface Link { ifname: string, master?: string }
  * Each host's firewall against its segments: a bridge its tables name that the host does not
  * have, or one it has whose own traffic they do not let through (host-agent/network/host-firewall.ts).
  */
-async function firewallDriftOf (stack: StackInfo): Promise<string[]> {
+async function firewallDriftOf (stack: StackInfo, linksByHost: ReadonlyMap<string, Link[]>): Promise<string[]> {
   const found: string[] = []
   for (const host of stack.hosts) {
-    const links = JSON.parse(await runCommand('ip', ['-n', host.netns, '-json', 'link', 'show', 'type', 'bridge'])) as Link[]
-    const bridges = new Set(links.map((link) => link.ifname).filter((name) => vniOfSegmentDevice(name) !== null))
+    const names = (linksByHost.get(host.id) ?? []).map((link) => link.ifname)
+    const bridges = new Set(names.filter((name) => name.startsWith('vmpn') && vniOfSegmentDevice(name) !== null))
     const table = await runCommand('ip', ['netns', 'exec', host.netns, 'nft', 'list', 'table', 'inet', 'vmplane']).catch(() => '')
     const named = new Set([...table.matchAll(/"(vmpn[0-9a-f]{6})"/g)].map((match) => match[1]!))
     for (const bridge of named) if (!bridges.has(bridge)) found.push(`the firewall of ${host.id} names ${bridge}, which it does not have`)
