@@ -11,11 +11,12 @@ import type { HostAgentActivities } from '../contract/activities.js'
 import type { PlacementRequest, PlacementResult } from '../contract/records.js'
 import { activeHostPreferring, agentUrlOf } from '../db/hosts.js'
 import { storageOf } from '../db/instances.js'
+import { policiesOf } from '../db/firewall-rules.js'
 import { segmentsOfInterfaces } from '../db/networks.js'
 import type { Pool } from '../db/pool.js'
 import { HostAgentError, NON_RETRYABLE_ERROR_CLASSES } from '../domain/errors.js'
 import { crashPoint } from '../faults/crash-points.js'
-import type { PlannedVmmSpec, VmmSpec, VmmView } from '../domain/host-agent-api.js'
+import type { EnsureVmmRequest, PlannedVmmSpec, VmmSpec, VmmView } from '../domain/host-agent-api.js'
 import type { VmmReport } from '../domain/vmm.js'
 import type { HostAgentClient } from '../http/host-agent-client.js'
 import { noteContactFailed, noteContactWorked } from './host-records.js'
@@ -57,11 +58,9 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
   const { client } = deps
   return {
     async ensureVmm (input) {
-      const spec = await withSegments(deps.pool, input.spec)
+      const request = await ensureRequest(deps.pool, input.instanceId, input.instanceName, input.spec)
       const view = await onAgent(deps, input.hostId, (url) => client.ensureVmm(url, input.vmmId, {
-        instanceId: input.instanceId,
-        instanceName: input.instanceName,
-        spec,
+        ...request,
         ...input.incoming === undefined ? {} : { incoming: input.incoming }
       }))
       crashPoint('ensure.after-agent')
@@ -149,10 +148,16 @@ export function createHostAgentCalls (deps: AgentCallDependencies): HostAgentAct
 }
 
 /**
- * The spec the agent is sent: each interface with its network's VNI and way out, looked up here
- * rather than carried in the workflow's history (`PlannedVmmSpec`). An interface with no row
- * cannot be: it was inserted with the instance, before any workflow asked for a VMM.
+ * What the agent is asked to run: the spec, each interface with its network's VNI and way out,
+ * and the instance's firewall policy, looked up here rather than carried in the workflow's history
+ * (`PlannedVmmSpec`): the rules are the current ones when the VMM is made. An interface with no
+ * row cannot be: it was inserted with the instance, before any workflow asked for a VMM.
  */
+async function ensureRequest (pool: Pool, instanceId: string, instanceName: string, spec: PlannedVmmSpec): Promise<EnsureVmmRequest> {
+  const policy = (await policiesOf(pool, [instanceId])).get(instanceId)!
+  return { instanceId, instanceName, spec: await withSegments(pool, spec), policy }
+}
+
 async function withSegments (pool: Pool, spec: PlannedVmmSpec): Promise<VmmSpec> {
   const { interfaces, ...rest } = spec
   if (interfaces === undefined) return rest
@@ -186,9 +191,7 @@ export async function bootPlaced (deps: AgentCallDependencies, request: Placemen
   if (agentUrl === null) return { ...placement, booted: null }
   let view: VmmView
   try {
-    const { instanceName } = request.boot
-    const spec = await withSegments(deps.pool, request.boot.spec)
-    view = await deps.client.ensureVmm(agentUrl, vmmId, { instanceId: snapshot.instance.id, instanceName, spec })
+    view = await deps.client.ensureVmm(agentUrl, vmmId, await ensureRequest(deps.pool, snapshot.instance.id, request.boot.instanceName, request.boot.spec))
   } catch (err) {
     log.info('the placed VMM\'s agent did not make it at once; ensureVmm asks again', { hostId, vmmId, error: err instanceof Error ? err.message : String(err) })
     return { ...placement, booted: null }

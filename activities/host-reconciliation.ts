@@ -8,10 +8,11 @@ import { activityInfo, getClient, log } from '@temporalio/activity'
 import type { HostReconciliation, ReconcileCounts } from '../contract/activities.js'
 import { reportDelivery, WORKFLOW_TYPES } from '../contract/workflows.js'
 import { liveDiskIds, liveInstanceIds } from '../db/instances.js'
+import { policiesOf } from '../db/firewall-rules.js'
 import { knownVmmsOn } from '../db/vmms.js'
 import type { StorageListing } from '../domain/host-agent-api.js'
 import { hostMends, storageOrphans, type HostInventory, type HostMend, type PassClock } from '../domain/reconciliation.js'
-import { concludedReport, type VmmReport } from '../domain/vmm.js'
+import { concludedReport, isTerminalVmmState, type VmmReport } from '../domain/vmm.js'
 import { onAgent, toReport, type AgentCallDependencies } from './host-agent-calls.js'
 
 /** Actions listed per pass at most (the counts are complete). */
@@ -21,7 +22,7 @@ export interface ReconcilerDependencies extends AgentCallDependencies {
   orphanGraceMs: number
 }
 
-/** Mends the differences between a host's VMMs, processes, TAPs and segments and what PostgreSQL records. */
+/** Mends the differences between a host's VMMs, their firewall policies, processes, TAPs and segments and what PostgreSQL records. */
 export async function reconcileHost (deps: ReconcilerDependencies, hostId: string): Promise<HostReconciliation> {
   const tally = new Tally(hostId)
   let found: HostInventory
@@ -37,7 +38,9 @@ export async function reconcileHost (deps: ReconcilerDependencies, hostId: strin
   }
   // PostgreSQL is read after the inventory: what the agent made in between is in PostgreSQL only.
   const known = await knownVmmsOn(deps.pool, hostId, found.vmms.map((v) => v.id))
-  for (const mend of hostMends(found, known, passClock(deps))) await carryOut(deps, hostId, mend, tally)
+  const policies = await policiesOf(deps.pool, [...new Set([...known.values()]
+    .filter((row) => !isTerminalVmmState(row.vmm.state) && !row.instanceDestroyed).map((row) => row.vmm.instanceId))])
+  for (const mend of hostMends(found, known, policies, passClock(deps))) await carryOut(deps, hostId, mend, tally)
   return tally.done()
 }
 
@@ -79,6 +82,11 @@ async function carryOut (deps: ReconcilerDependencies, hostId: string, mend: Hos
       const { segment } = mend
       return await tally.act('segmentsReaped', `removing network segment ${segment.bridge} (VNI ${segment.vni}) on ${hostId}: no live VMM's TAP is on it`,
         {}, () => onAgent(deps, hostId, (url) => agents.removeSegment(url, segment.vni)))
+    }
+    case 'push-policy': {
+      const { vmm, policy } = mend
+      return await tally.act('policiesPushed', `sending VMM ${vmm.id} of instance ${vmm.instanceId} its firewall policy at generation ${policy.generation}: ${hostId} enforces another`,
+        { vmmId: vmm.id, instanceId: vmm.instanceId }, () => onAgent(deps, hostId, (url) => agents.setPolicy(url, vmm.id, policy)))
     }
   }
 }

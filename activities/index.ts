@@ -9,6 +9,7 @@ import { DEFAULT_LEASE_SETTINGS } from '../domain/host-lease.js'
 import { HostAgentClient } from '../http/host-agent-client.js'
 import { bootPlaced, createHostAgentCalls, PLACED_BOOT_TIMEOUT_MS } from './host-agent-calls.js'
 import { createDrains } from './drains.js'
+import { createFirewallPolicies } from './firewall-policies.js'
 import { createHostFencing } from './host-fencing.js'
 import { createHostLeases } from './host-leases.js'
 import { createReconciler } from './reconciler.js'
@@ -61,6 +62,7 @@ export function createActivities (deps: ActivityDependencies): Activities {
     ...createHostAgentCalls(agentCalls),
     ...createHostFencing(agentCalls),
     ...createHostLeases({ pool: agentCalls.pool, lease: deps.settings.lease ?? DEFAULT_LEASE_SETTINGS }),
-    ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs })
+    ...createReconciler({ ...agentCalls, orphanGraceMs: deps.settings.orphanGraceMs }),
+    ...createFirewallPolicies(agentCalls)
   }
 }

@@ -30,6 +30,7 @@ import health from './routes/health.js'
 import hosts from './routes/hosts.js'
 import images from './routes/images.js'
 import instances from './routes/instances.js'
+import firewallRules from './routes/firewall-rules.js'
 import networks from './routes/networks.js'
 import operations from './routes/operations.js'
 import projects from './routes/projects.js'
@@ -78,10 +79,11 @@ export default async function app (fastify: FastifyInstance, opts: AppOptions): 
   }, { prefix: '/v1' })
 }
 
-/** The routes of what a project owns: its instances (and their consoles), operations and networks. */
+/** The routes of what a project owns: its instances (and their consoles), operations, networks and firewall rules. */
 async function registerProjectRoutes (scope: FastifyInstance, options: RouteScope): Promise<void> {
   await scope.register(instances, options)
   await scope.register(consoleRoutes, options)
   await scope.register(operations, options)
   await scope.register(networks, options)
+  await scope.register(firewallRules, options)
 }

@@ -4,6 +4,7 @@
  */
 import type { z } from 'zod'
 import type { hostListSchema, hostSchema } from '../api/schemas/hosts.js'
+import type { firewallRuleListSchema, firewallRuleSchema } from '../api/schemas/firewall-rules.js'
 import type { acceptedSchema, eventListSchema, eventSchema, instanceListSchema, instanceSchema } from '../api/schemas/instances.js'
 import type { imageListSchema, imageSchema } from '../api/schemas/images.js'
 import type { networkListSchema, networkSchema } from '../api/schemas/networks.js'
@@ -20,6 +21,8 @@ export type Host = z.infer<typeof hostSchema>
 export type HostList = z.infer<typeof hostListSchema>
 export type Network = z.infer<typeof networkSchema>
 export type NetworkList = z.infer<typeof networkListSchema>
+export type FirewallRule = z.infer<typeof firewallRuleSchema>
+export type FirewallRuleList = z.infer<typeof firewallRuleListSchema>
 export type Image = z.infer<typeof imageSchema>
 export type ImageList = z.infer<typeof imageListSchema>
 export type Project = z.infer<typeof projectSchema>

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option, type HelpContext } from 'commander'
+import { addFirewallRuleCommands } from './commands/firewall-rules.js'
 import { addHostCommands } from './commands/hosts.js'
 import { addImageCommands } from './commands/images.js'
 import { addInstanceCommands } from './commands/instances.js'
@@ -18,7 +19,8 @@ const ENVIRONMENT_HELP = `Environment:
   VMPLANE_URL       the API's base URL, or its replicas' separated by commas (default: apiUrl in
                     <data>/run/stack.json)
   VMPLANE_TOKEN     the bearer token (default: apiToken in <data>/run/stack.json, else <data>/api-token)
-  VMPLANE_PROJECT   the project instances, networks and operations are in (default: default)
+  VMPLANE_PROJECT   the project instances, networks, firewall rules and operations are in (default:
+                    default)
   VMPLANE_DATA_DIR  the dev stack's data directory, <data> above (default: .vmplane)`
 
 /**
@@ -50,7 +52,7 @@ export function buildProgram (): Command {
     .version(packageVersion())
     .option('--url <url>', "the API's base URL, or its replicas' separated by commas, tried in turn (overrides VMPLANE_URL)")
     .option('--token <token>', 'the bearer token (overrides VMPLANE_TOKEN)')
-    .addOption(new Option('--project <project>', 'the project (by name or ID) instances, networks and operations are in').env('VMPLANE_PROJECT').default('default'))
+    .addOption(new Option('--project <project>', 'the project (by name or ID) instances, networks, firewall rules and operations are in').env('VMPLANE_PROJECT').default('default'))
     .addOption(new Option('-o, --output <format>', 'table for people, json (the API\'s own) for scripts').choices(OUTPUT_FORMATS).default('table'))
     .exitOverride()
     .configureOutput({ outputError: () => {} })
@@ -62,6 +64,7 @@ export function buildProgram (): Command {
   addNetworkCommands(program)
   addImageCommands(program)
   addOperationCommands(program)
+  addFirewallRuleCommands(program)
   return program
 }
 

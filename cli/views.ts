@@ -3,7 +3,7 @@
  * "why is it in this state?": the state beside the intended one, the operation in flight, its
  * VMM and host, the last error and the current conditions, in that order.
  */
-import type { Accepted, Host, Image, Instance, InstanceEvent, Network, NewToken, Operation, Project, Quotas, Token } from './api-types.js'
+import type { Accepted, FirewallRule, Host, Image, Instance, InstanceEvent, Network, NewToken, Operation, Project, Quotas, Token } from './api-types.js'
 import { fields, seconds, table, timestamp } from './output.js'
 
 export function instanceDetail (instance: Instance): string {
@@ -153,6 +153,38 @@ export function networkDetail (network: Network): string {
     ['outbound', network.outbound],
     ['addresses', `${network.addressesInUse} in use of ${network.addressesTotal}`],
     ['created', timestamp(network.createdAt)]
+  ])
+}
+
+/** A rule's target or peer: `network back`, `instance web`, or an address range as it is. */
+function ruleEnd (end: FirewallRule['target'] | FirewallRule['peer']): string {
+  if ('cidr' in end) return end.cidr
+  return 'network' in end ? `network ${end.network.name}` : `instance ${end.instance.name}`
+}
+
+/** `8080`, `8000-8100`; no ports are every port of tcp and udp, and mean nothing to icmp and any. */
+function rulePorts ({ protocol, ports }: FirewallRule): string {
+  if (ports === null) return protocol === 'tcp' || protocol === 'udp' ? 'all' : '-'
+  return ports.from === ports.to ? String(ports.from) : `${ports.from}-${ports.to}`
+}
+
+export function firewallRuleTable (rules: FirewallRule[]): string {
+  return table(
+    ['TARGET', 'DIRECTION', 'PROTOCOL', 'PORTS', 'PEER', 'DESCRIPTION', 'ID'],
+    rules.map((r) => [ruleEnd(r.target), r.direction, r.protocol, rulePorts(r), ruleEnd(r.peer), r.description === '' ? '-' : r.description, r.id])
+  )
+}
+
+export function firewallRuleDetail (rule: FirewallRule): string {
+  return fields([
+    ['id', rule.id],
+    ['target', ruleEnd(rule.target)],
+    ['direction', rule.direction],
+    ['protocol', rule.protocol],
+    ['ports', rulePorts(rule)],
+    ['peer', ruleEnd(rule.peer)],
+    ['description', rule.description === '' ? '-' : rule.description],
+    ['created', timestamp(rule.createdAt)]
   ])
 }
 

@@ -209,8 +209,15 @@ export interface ReconcilerActivities {
   recordReconcilePass: (pass: ReconcilePass) => Promise<void>
 }
 
+/** Telling hosts of the firewall rules (activities/firewall-policies.ts). */
+export interface FirewallActivities {
+  /** Sends each live VMM of the instances its current policy; how many VMMs it reached. */
+  pushFirewallPolicies: (instanceIds: string[]) => Promise<number>
+}
+
 /** Every activity the worker registers. */
 export type Activities =
+  FirewallActivities &
   InstanceRecordActivities &
   HostRecordActivities &
   HostLeaseActivities &

@@ -28,8 +28,9 @@ export const WORKFLOW_TYPES = {
   reports: 'applyVmmReports',
   host: 'monitorHost',
   drain: 'drainHost',
-  reconcile: 'reconcile'
-} as const satisfies Record<OperationKind | 'reports' | 'host' | 'drain' | 'reconcile', string>
+  reconcile: 'reconcile',
+  firewall: 'applyFirewall'
+} as const satisfies Record<OperationKind | 'reports' | 'host' | 'drain' | 'reconcile' | 'firewall', string>
 
 /** The Temporal Schedule that runs the reconciler; the worker creates or updates it at start. */
 export const RECONCILE_SCHEDULE_ID = 'vmplane-reconciler'
@@ -108,6 +109,16 @@ export interface MonitorHostInput {
   operatorAction?: 'lost' | 'readmit' | null
   /** When the host's lease is to be judged next (workflow time, epoch ms), carried across continue-as-new. */
   judgeLeaseAt?: number | null
+}
+
+/** A change of the firewall rules, by the generation it took: each is told to the hosts once. */
+export function firewallWorkflowId (generation: number): string {
+  return `firewall-${generation}`
+}
+
+export interface ApplyFirewallInput {
+  /** The live instances the change concerns: those it applies to, and those of the networks it links to theirs. */
+  instanceIds: string[]
 }
 
 /** The workflow ID of a host's drain: one at a time per host. */

@@ -21,8 +21,8 @@ pg.types.setTypeParser(TIMESTAMPTZ_OID, (value) => new Date(value).toISOString()
 
 export type Pool = pg.Pool
 export type PoolClient = pg.PoolClient
-/** What a repository function runs its statements on: the pool, or a transaction's client. */
-export type Queryable = Pool | PoolClient
+/** What a repository function runs its statements on: the pool, a transaction's client, or a client of its own (the tests' checks). */
+export type Queryable = Pool | pg.ClientBase
 
 /** A client that names each statement with parameters after its text, so it is prepared once. */
 class PreparingClient extends pg.Client {

@@ -72,6 +72,15 @@ export async function findVmm (db: Queryable, vmmId: string): Promise<VmmRecord 
   return current.rows.length === 0 ? null : toVmm(current.rows[0])
 }
 
+/** The VMMs of these instances not gone yet: a migration's target among them. */
+export async function liveVmmsOf (db: Queryable, instanceIds: readonly string[]): Promise<VmmRecord[]> {
+  const { rows } = await db.query(
+    `SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.instance_id = ANY($1::uuid[]) AND v.state NOT IN ('destroyed', 'failed', 'lost')`,
+    [instanceIds]
+  )
+  return rows.map(toVmm)
+}
+
 export async function readVmms (db: Queryable, vmmIds: string[]): Promise<VmmRecord[]> {
   const { rows } = await db.query(`SELECT ${VMM_COLUMNS} FROM vmms v WHERE v.id = ANY($1::uuid[])`, [vmmIds])
   return rows.map(toVmm)

@@ -22,6 +22,7 @@ import {
   NO_NUL_PATTERN, SSH_KEY_PATTERN, SSH_KEY_RULE, UNPAIRED_SURROGATE
 } from './limits.js'
 import { urlInteger } from './url-integer.js'
+import { FIREWALL_PROTOCOLS } from './firewall.js'
 import { NETWORK_OUTBOUND, VNI_RANGE } from './network-segments.js'
 import { HOST_ID_PATTERN } from './ids.js'
 import type { HostImage } from './host.js'
@@ -104,12 +105,39 @@ export type PlannedVmmSpec = Omit<VmmSpec, 'interfaces'> & { interfaces?: Array<
 export const incomingMigrationSchema = z.strictObject({ migrationId: z.uuid() })
 export type IncomingMigration = z.infer<typeof incomingMigrationSchema>
 
+/** What one rule allows, its peers (where from, or where to) resolved to ranges. */
+const allowanceSchema = z.strictObject({
+  protocol: z.enum(FIREWALL_PROTOCOLS),
+  ports: z.strictObject({ from: z.number().int().min(1).max(65535), to: z.number().int().min(1).max(65535) }).optional(),
+  peers: z.array(z.cidrv4()).max(1024)
+})
+export type Allowance = z.infer<typeof allowanceSchema>
+
+/**
+ * What a VMM's host is told of the firewall rules (db/firewall-rules.ts `policiesOf`): what the
+ * rules allow into the instance beyond its own network's traffic, what they allow out of it when
+ * any egress rule applies (null: it may send anywhere), and the networks its hosts route to (a
+ * rule links them to one of its own). `generation` orders them: the agent keeps the newest it was
+ * sent.
+ */
+export const vmmPolicySchema = z.strictObject({
+  generation: z.number().int().min(0),
+  ingress: z.array(allowanceSchema).max(1024),
+  egress: z.array(allowanceSchema).max(1024).nullable(),
+  routes: z.array(z.strictObject({ vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max), gateway: z.cidrv4() })).max(1024)
+})
+export type VmmPolicy = z.infer<typeof vmmPolicySchema>
+/** The policy generation a VMM has, once its agent took (or kept) one. */
+export const policyGenerationSchema = z.object({ generation: z.number().int() })
+
 export const ensureVmmRequestSchema = z.strictObject({
   instanceId: z.uuid(),
   /** The instance's name, for logs and the VMM's record; not used to find anything. */
   instanceName: z.string().regex(INSTANCE_NAME_PATTERN).max(LIMITS.nameMaxLength),
   spec: vmmSpecSchema,
-  incoming: incomingMigrationSchema.optional()
+  incoming: incomingMigrationSchema.optional(),
+  /** What the rules allow into the instance, and where its hosts route; none: nothing beyond its networks. */
+  policy: vmmPolicySchema.optional()
 })
 export type EnsureVmmRequest = z.infer<typeof ensureVmmRequestSchema>
 
@@ -182,7 +210,9 @@ export const vmmViewSchema = z.object({
   /** Set while the VMM's API does not answer but its process lives: a condition, not death. */
   unresponsiveSince: z.string().nullable(),
   /** The VMM's half of a live migration (domain/vmm.ts `VmmMigration`), if it has one. */
-  migration: vmmMigrationSchema.nullable()
+  migration: vmmMigrationSchema.nullable(),
+  /** The newest firewall policy its agent was sent, which its host enforces; null before any was. */
+  policy: vmmPolicySchema.nullable()
 })
 export type VmmView = z.infer<typeof vmmViewSchema>
 
@@ -284,7 +314,9 @@ export const segmentViewSchema = z.object({
   vni: z.number().int(),
   bridge: z.string(),
   joined: z.boolean(),
-  taps: z.array(z.string())
+  taps: z.array(z.string()),
+  /** Whether a live VMM's policy routes to its network, which keeps it with no TAP. */
+  routed: z.boolean()
 })
 export type SegmentView = z.infer<typeof segmentViewSchema>
 export const segmentListSchema = z.object({ items: z.array(segmentViewSchema) })

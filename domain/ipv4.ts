@@ -39,3 +39,9 @@ export function isHostAddressOf (cidr: Cidr, address: string): boolean {
 export function firstHostAddress (cidr: Cidr): string {
   return toAddress(cidr.base + 1)
 }
+
+/** The network an address with its prefix is in: `10.0.0.5/24` is in `10.0.0.0/24`. */
+export function networkOf (addressWithPrefix: string): string {
+  const { base, prefix, size } = parseCidr(addressWithPrefix)
+  return `${toAddress(base - base % size)}/${prefix}`
+}

@@ -1,6 +1,8 @@
 /**
- * A network's segment on a host: the bridge its interfaces' TAPs are attached to and the VXLAN
- * device that joins that bridge to the same network's bridges on other hosts, both named after
+ * A network's segment on a host: the bridge its interfaces' TAPs are attached to, the VXLAN
+ * device that joins that bridge to the same network's bridges on other hosts, and the veth pair
+ * that is the network's gateway on the host (one end on the bridge, the other the host's), all
+ * named after
  * the network's VNI (chosen and recorded with the network, never reused: db/migrations/015), so
  * every host, every retry and a restarted agent derive the same names, and the agent can tell its
  * devices from anyone else's by name alone (docs/design.md §19).
@@ -35,7 +37,9 @@ export const UNDERLAY_MTU = GUEST_MTU + VXLAN_OVERHEAD
 
 const BRIDGE_PREFIX = 'vmpn'
 const VXLAN_PREFIX = 'vmpx'
-const NAME_PATTERN = /^vmp[nx][0-9a-f]{6}$/
+const GATEWAY_PREFIX = 'vmpg'
+const GATEWAY_PORT_PREFIX = 'vmpq'
+const NAME_PATTERN = /^vmp[nxgq][0-9a-f]{6}$/
 
 function hexOf (vni: number): string {
   return vni.toString(16).padStart(6, '0')
@@ -49,11 +53,22 @@ export function segmentVxlanOf (vni: number): string {
   return VXLAN_PREFIX + hexOf(vni)
 }
 
+/** The host's end of the network's gateway on this host (a veth with the gateway's MAC and address). */
+export function segmentGatewayOf (vni: number): string {
+  return GATEWAY_PREFIX + hexOf(vni)
+}
+
+/** The gateway veth's other end, a port of the segment's bridge. */
+export function segmentGatewayPortOf (vni: number): string {
+  return GATEWAY_PORT_PREFIX + hexOf(vni)
+}
+
 /**
- * The MAC of a network's gateway: the same on every host, since the gateway is (its address on
- * the segment's bridge of each host), so a guest that moves finds it at the MAC it knows. Locally
+ * The MAC of a network's gateway: the same on every host, since the gateway is (its address on a
+ * device of the segment on each host), so a guest that moves finds it at the MAC it knows. Locally
  * administered, `02:76:70` ("vp") and the VNI's three bytes. Each host keeps it to itself: frames
- * from it never cross the VXLAN device (host-agent/network/host-firewall.ts).
+ * from it never cross the VXLAN device (host-agent/network/host-firewall.ts), and what the host
+ * routes onto the segment leaves with the bridge's own MAC.
  */
 export function gatewayMacOf (vni: number): string {
   return `02:76:70:${hexOf(vni).match(/../g)!.join(':')}`

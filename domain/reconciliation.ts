@@ -5,7 +5,7 @@
  * Everything found young (younger than the orphan grace period) is left alone for this pass: a
  * start in flight has the time to record what it made, and a file being written to finish it.
  */
-import type { SegmentView, StorageListing, StrayView, TapView, VmmView } from './host-agent-api.js'
+import type { SegmentView, StorageListing, StrayView, TapView, VmmPolicy, VmmView } from './host-agent-api.js'
 import { isTerminalVmmState, type VmmRecord } from './vmm.js'
 
 /** A VMM PostgreSQL holds on the host, with whether its instance is destroyed. */
@@ -47,8 +47,13 @@ export type HostMend =
   | { mend: 'stray-waiting', stray: StrayView }
   /** A TAP no live VMM on the host has. */
   | { mend: 'remove-tap', tap: TapView }
-  /** A network's segment with no TAP on it once the pass has removed the TAPs no live VMM has. */
+  /** A network's segment with no TAP on it once the pass has removed the TAPs no live VMM has, and no route to it. */
   | { mend: 'remove-segment', segment: SegmentView }
+  /**
+   * A live VMM whose host enforces other firewall rules than its instance's as PostgreSQL resolves
+   * them now (a change's push that never arrived, a peer instance gone): sent the current policy.
+   */
+  | { mend: 'push-policy', vmm: VmmView, policy: VmmPolicy }
 
 /** What the reconciler reads from a host's agent. */
 export interface HostInventory {
@@ -58,8 +63,19 @@ export interface HostInventory {
   segments: SegmentView[]
 }
 
-/** What to mend on a host, in the order to do it, from its inventory and what PostgreSQL holds. */
-export function hostMends (found: HostInventory, known: ReadonlyMap<string, KnownVmm>, clock: PassClock): HostMend[] {
+/** Whether two policies allow the same, whatever their generations. */
+function samePolicy (a: VmmPolicy | null, b: VmmPolicy): boolean {
+  const { generation: _a, ...allowsA } = a ?? { generation: 0, ingress: [], egress: null, routes: [] }
+  const { generation: _b, ...allowsB } = b
+  return JSON.stringify(allowsA) === JSON.stringify(allowsB)
+}
+
+/**
+ * What to mend on a host, in the order to do it, from its inventory and what PostgreSQL holds:
+ * its VMMs and their records, and `policies`, the current firewall policy of the instances of its
+ * live VMMs.
+ */
+export function hostMends (found: HostInventory, known: ReadonlyMap<string, KnownVmm>, policies: ReadonlyMap<string, VmmPolicy>, clock: PassClock): HostMend[] {
   const mends: HostMend[] = []
   for (const view of found.vmms) {
     const row = known.get(view.id)
@@ -73,6 +89,8 @@ export function hostMends (found: HostInventory, known: ReadonlyMap<string, Know
     } else if (row !== undefined && !isTerminalVmmState(row.vmm.state) && view.generation > row.vmm.generation) {
       mends.push(young(view.updatedAt, clock) ? { mend: 'report-waiting', vmm: view } : { mend: 'resend-report', vmm: view, recordedGeneration: row.vmm.generation })
     }
+    const policy = policies.get(view.instanceId)
+    if (!isTerminalVmmState(view.state) && policy !== undefined && !samePolicy(view.policy, policy)) mends.push({ mend: 'push-policy', vmm: view, policy })
   }
   const listed = new Set(found.vmms.map((v) => v.id))
   for (const { vmm } of known.values()) {
@@ -89,7 +107,7 @@ export function hostMends (found: HostInventory, known: ReadonlyMap<string, Know
   }
   const owned = new Set(found.taps.filter((tap) => tap.vmmId !== null).map((tap) => tap.name))
   for (const segment of found.segments) {
-    if (!segment.taps.some((tap) => owned.has(tap))) mends.push({ mend: 'remove-segment', segment })
+    if (!segment.routed && !segment.taps.some((tap) => owned.has(tap))) mends.push({ mend: 'remove-segment', segment })
   }
   return mends
 }

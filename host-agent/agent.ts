@@ -8,7 +8,6 @@
  */
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import type { VmmInterface } from '../domain/host-agent-api.js'
 import type { AgentConfig } from '../config/index.js'
 import { buildAgentApp } from './http/app.js'
 import { ImageResolver } from './images.js'
@@ -18,7 +17,7 @@ import { Heartbeat } from './reports/heartbeat.js'
 import { ReportOutbox } from './reports/outbox.js'
 import { TemporalGateway } from './reports/temporal.js'
 import { vmmCommandPrefix } from './cloud-hypervisor/launch.js'
-import { HostFirewall, segmentPolicies } from './network/host-firewall.js'
+import { HostFirewall, hostPlan, type LiveVmm } from './network/host-firewall.js'
 import { NetworkSegments } from './network/segments.js'
 import { TapDevices } from './network/taps.js'
 import { missingHostTools, withSbin } from './host-tools.js'
@@ -55,11 +54,11 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   const images = new ImageResolver(config.imageDir)
   const storage = new InstanceStorage(config.storageDir, config.hostId, images)
   await storage.init()
-  const segments = new NetworkSegments(config.netns, config.underlay)
+  // Made before the supervisor is, whose live VMMs (their interfaces, their policies) they read.
+  let liveVmms = (): LiveVmm[] => []
+  const segments = new NetworkSegments(config.netns, config.underlay, () => liveVmms().flatMap((vmm) => vmm.policy?.routes ?? []))
   await segments.checkUnderlay().catch((err: Error) => { throw new StartupError(err.message) })
-  // Made before the supervisor is, whose live VMMs' interfaces it reads at each rebuild.
-  let liveInterfaces = (): VmmInterface[] => []
-  const firewall = new HostFirewall(config.netns, async () => segmentPolicies((await segments.list()).map((segment) => segment.vni), liveInterfaces()))
+  const firewall = new HostFirewall(config.netns, async () => hostPlan((await segments.list()).map((segment) => segment.vni), liveVmms()))
   await firewall.enableForwarding()
   const transport = new MigrationTransport(config.migrationListen)
   await transport.init()
@@ -98,7 +97,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
     onMigrationEnded: (role, outcome) => { metrics.migrationEnded(role, outcome) },
     refusesNewVmms: () => lease === null || lease.keeper.mayStartVmms() ? null : 'this host holds no lease from the control plane: it takes no new VMM until it does'
   })
-  liveInterfaces = () => supervisor.all().filter((vmm) => !vmm.terminal).flatMap((vmm) => vmm.record.spec.interfaces ?? [])
+  liveVmms = () => supervisor.all().filter((vmm) => !vmm.terminal).map((vmm) => vmm.record)
   lease = await prepareHostLease(config, { fenceAll: async (reason) => { await supervisor.fenceAll(reason) }, metrics, log })
   metrics.readFrom({
     vmmStates: () => supervisor.all().map((vmm) => vmm.record.state),

@@ -18,6 +18,7 @@ import { z } from 'zod'
 import {
   agentErrorSchema,
   baseImageListSchema,
+  policyGenerationSchema,
   removedSchema,
   segmentListSchema,
   storageListingSchema,
@@ -34,6 +35,7 @@ import {
   type StorageListing,
   type StrayView,
   type TapView,
+  type VmmPolicy,
   type VmmView
 } from '../domain/host-agent-api.js'
 import { HostAgentError, classifyAgentError } from '../domain/errors.js'
@@ -49,6 +51,11 @@ export class HostAgentClient {
   /** Ensures the VMM; with `incoming`, as a live migration's target that receives its VM. */
   async ensureVmm (agentUrl: string, vmmId: string, request: EnsureVmmRequest): Promise<VmmView> {
     return await this.call(agentUrl, 'PUT', `/v1/vmms/${vmmId}`, request, vmmViewSchema)
+  }
+
+  /** Gives a VMM its firewall policy; its agent keeps the newest generation. */
+  async setPolicy (agentUrl: string, vmmId: string, policy: VmmPolicy): Promise<{ generation: number }> {
+    return await this.call(agentUrl, 'PUT', `/v1/vmms/${vmmId}/policy`, policy, policyGenerationSchema)
   }
 
   /** Has a running VMM send its VM to a migration's target; idempotent on the migration. */

@@ -10,4 +10,5 @@ export {
 } from './instance-workflows.js'
 export { drainHost } from './drain-host.js'
 export { monitorHost } from './monitor-host.js'
+export { applyFirewall } from './apply-firewall.js'
 export { reconcile } from './reconcile.js'

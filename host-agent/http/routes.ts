@@ -12,6 +12,7 @@ import {
   agentHealthSchema,
   migrationOfCallSchema,
   ensureVmmRequestSchema,
+  policyGenerationSchema,
   powerButtonRequestSchema,
   sendMigrationRequestSchema,
   strayListSchema,
@@ -19,6 +20,7 @@ import {
   strayQuerySchema,
   vmmIdParamsSchema,
   vmmListSchema,
+  vmmPolicySchema,
   vmmViewSchema
 } from '../../domain/host-agent-api.js'
 import { notFound } from '../errors.js'
@@ -53,6 +55,10 @@ export const agentRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { su
     const { view, created } = await supervisor.ensure(request.params.id, request.body)
     return await reply.code(created ? 201 : 200).send(view)
   })
+
+  app.put('/v1/vmms/:id/policy', {
+    schema: { params, body: vmmPolicySchema, response: { 200: policyGenerationSchema } }
+  }, async (request) => await supervisor.setPolicy(request.params.id, request.body))
 
   app.post('/v1/vmms/:id/power-button', {
     schema: { params, body: powerButtonRequestSchema.nullish(), response: view }

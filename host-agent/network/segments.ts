@@ -18,18 +18,39 @@
  * Hypervisor announces each NIC with a RARP broadcast when a migration's target resumes, which
  * every host of the network learns the MAC's new place from.
  *
- * The bridge carries the network's gateway address, with the same MAC on every host
- * (domain/network-segments.ts `gatewayMacOf`): each host is its guests' gateway, which the host's
- * firewall lets them use only as it allows (network/host-firewall.ts).
+ * The network's gateway on each host is a veth pair (domain/network-segments.ts): one end a port
+ * of the bridge, the other the host's, with the gateway's address (a /32) and its MAC, the same
+ * on every host (`gatewayMacOf`), so a guest that moves finds its gateway where it was. The
+ * bridge keeps a MAC of its own and no address; the network's range is routed through it. So:
+ *
+ * - what a guest sends to be routed crosses the bridge to the gateway's port like any frame
+ *   between two ports, where the host's firewall sees it as bridged, and enters the host's IP
+ *   layer on the gateway's end afresh (a veth hands its peer a packet without its connection
+ *   tracking), where it is routed, translated (NAT) and seen again;
+ * - what the host routes onto the segment leaves through the bridge, with the bridge's MAC, not
+ *   the gateway's: hosts that route between two linked networks (network/host-firewall.ts) reach
+ *   the other network's guests on other hosts over its VXLAN device, and the guests' hosts take
+ *   the replies for the bridge's, not for their own gateway;
+ * - the bridge answers no ARP for the host's addresses (`arp_ignore`) and asks for guests from
+ *   the host's own address (`arp_announce`), so a guest learns the gateway's MAC and no other for
+ *   the gateway's address.
  *
  * A segment is almost always there already when a VMM boots (a network's first VMM on a host
  * makes it; the others find it), so it is looked at first, by one run of ip, and a whole one is
- * left as it is. Otherwise what is missing is made, or attached and brought UP again, by one more
- * run of ip (its batch mode): the bridge with the gateway's MAC and address, then the VXLAN
- * device, each with the guests' MTU, the VXLAN device enslaved, both UP.
+ * left as it is. Otherwise what is missing is made by one run of ip (its batch mode), each
+ * device with the guests' MTU and down; the bridge's and gateway's ARP settings are set; and one
+ * more run attaches them, brings them UP and gives the gateway its address and the network its
+ * route. A segment is whole only once UP, so a crash before then is repaired at the next attach.
+ *
+ * A host also joins the segments of networks its guests' policies route to (`joinRoutes`): the
+ * same devices, without a TAP, kept while a live VMM's policy names them.
  */
+import { randomBytes } from 'node:crypto'
+import type { VmmPolicy } from '../../domain/host-agent-api.js'
+import { networkOf } from '../../domain/ipv4.js'
 import {
-  GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, gatewayMacOf, segmentBridgeOf, segmentGroupOf, segmentVxlanOf, vniOfSegmentDevice
+  GUEST_MTU, UNDERLAY_MTU, VXLAN_PORT, gatewayMacOf, segmentBridgeOf, segmentGatewayOf, segmentGatewayPortOf, segmentGroupOf,
+  segmentVxlanOf, vniOfSegmentDevice
 } from '../../domain/network-segments.js'
 import { crashPoint } from '../../faults/crash-points.js'
 import { OneAtATime } from './one-at-a-time.js'
@@ -42,6 +63,8 @@ export interface Segment {
   joined: boolean
   /** The TAPs on its bridge. */
   taps: string[]
+  /** Whether a live VMM's policy routes to its network (`joinRoutes`). */
+  routed: boolean
 }
 
 export class NetworkSegments {
@@ -49,7 +72,8 @@ export class NetworkSegments {
   /** Making, attaching to and pruning one network's segment never interleave. */
   readonly #oneAtATime = new OneAtATime<number>()
 
-  constructor (readonly netns: string | null, readonly underlay: string) {
+  /** `routes` says which networks the host's live VMMs' policies route to: their segments stay, TAPs or not. */
+  constructor (readonly netns: string | null, readonly underlay: string, private readonly routes: () => VmmPolicy['routes'] = () => []) {
     this.#ip = new IpCommands(netns)
   }
 
@@ -74,7 +98,12 @@ export class NetworkSegments {
     })
   }
 
-  /** Removes each of the segments (all of the host's by default) that no TAP is attached to; returns their VNIs. */
+  /** Joins the segment of every network the live VMMs' policies route to. */
+  async joinRoutes (): Promise<void> {
+    for (const route of this.routes()) await this.attach(route.vni, route.gateway, async () => {})
+  }
+
+  /** Removes each of the segments (all of the host's by default) that no TAP is attached to and no route wants; returns their VNIs. */
   async prune (vnis?: readonly number[]): Promise<number[]> {
     const pruned: number[] = []
     for (const vni of vnis ?? (await this.list()).map((segment) => segment.vni)) {
@@ -83,54 +112,86 @@ export class NetworkSegments {
     return pruned
   }
 
-  /** Removes the segment if no TAP is attached to it, once no other change of it is in flight; false when it was not removed. */
+  /** Removes the segment if no TAP is attached to it and no route wants it, once no other change of it is in flight; false when it was not removed. */
   async removeIfUnused (vni: number): Promise<boolean> {
     return await this.#oneAtATime.run(vni, async () => await this.#removeIfUnused(vni))
   }
 
   /** Every segment on the host, whole or part made (a VXLAN device without its bridge counts too). */
   async list (): Promise<Segment[]> {
-    return segmentsIn(await this.#ip.links(['show']))
+    return segmentsIn(await this.#ip.links(['show']), this.#routedVnis())
   }
 
-  /** The segment whole (or made whole): its bridge with its gateway, its VXLAN device on it, both UP. */
+  #routedVnis (): Set<number> {
+    return new Set(this.routes().map((route) => route.vni))
+  }
+
+  /** The segment whole (or made whole): its bridge, its VXLAN device and gateway port on it, the gateway with its address, all UP. */
   async #ensure (vni: number, gateway: string): Promise<void> {
     const bridge = segmentBridgeOf(vni)
     const vxlan = segmentVxlanOf(vni)
+    const gatewayEnd = segmentGatewayOf(vni)
+    const gatewayPort = segmentGatewayPortOf(vni)
     const links = await this.#ip.links(['show'])
     const found = (name: string): IpLink | undefined => links.find((link) => link.ifname === name)
     const up = (name: string): boolean => found(name)?.flags?.includes('UP') ?? false
-    if (found(vxlan)?.master === bridge && up(vxlan) && up(bridge)) return
-    // No IPv6 on either: the gateway's link-local address would be the same on every host of the segment.
+    const onBridge = (name: string): boolean => found(name)?.master === bridge && up(name)
+    if (onBridge(vxlan) && onBridge(gatewayPort) && up(gatewayEnd) && up(bridge)) return
+    // No IPv6 on any: the gateway's link-local address would be the same on every host of the segment.
     const v4Only = (name: string): string[] => ['link', 'set', name, 'addrgenmode', 'none']
     const made = found(bridge) === undefined
     await this.#ip.batch([
-      ...made
-        ? [['link', 'add', bridge, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'bridge'], v4Only(bridge)]
-        : [['link', 'set', bridge, 'address', gatewayMacOf(vni)]],
+      ...made ? [['link', 'add', bridge, 'address', bridgeMac(), 'mtu', String(GUEST_MTU), 'type', 'bridge'], v4Only(bridge)] : [],
       ...found(vxlan) !== undefined
         ? []
         : [['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
             'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1'], v4Only(vxlan)],
+      ...found(gatewayEnd) !== undefined && found(gatewayPort) !== undefined
+        ? []
+        : [
+            ...found(gatewayEnd) === undefined ? [] : [['link', 'del', 'dev', gatewayEnd]],
+            ['link', 'add', gatewayEnd, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'veth',
+              'peer', 'name', gatewayPort, 'mtu', String(GUEST_MTU)],
+            v4Only(gatewayEnd), v4Only(gatewayPort)
+          ]
+    ])
+    await this.#ip.exec('sysctl', ['-qw', `net.ipv4.conf.${bridge}.arp_ignore=1`, `net.ipv4.conf.${bridge}.arp_announce=2`,
+      `net.ipv4.conf.${gatewayEnd}.arp_ignore=1`])
+    await this.#ip.batch([
       ['link', 'set', vxlan, 'master', bridge, 'up'],
+      ['link', 'set', gatewayPort, 'master', bridge, 'up'],
       ['link', 'set', bridge, 'up'],
-      ['addr', 'replace', gateway, 'dev', bridge]
+      ['link', 'set', gatewayEnd, 'up'],
+      ['addr', 'replace', `${gateway.split('/')[0]!}/32`, 'dev', gatewayEnd],
+      ['route', 'replace', networkOf(gateway), 'dev', bridge]
     ])
     if (made) crashPoint('agent.segment.after-create')
   }
 
   async #removeIfUnused (vni: number): Promise<boolean> {
     const links = await this.#ip.links(['show'])
-    const segment = segmentsIn(links).find((found) => found.vni === vni)
-    if (segment === undefined || segment.taps.length > 0) return false
-    const existing = [segmentVxlanOf(vni), segmentBridgeOf(vni)].filter((name) => links.some((link) => link.ifname === name))
+    const segment = segmentsIn(links, this.#routedVnis()).find((found) => found.vni === vni)
+    if (segment === undefined || segment.taps.length > 0 || segment.routed) return false
+    // The gateway's end takes its port with it.
+    const existing = [segmentGatewayOf(vni), segmentVxlanOf(vni), segmentBridgeOf(vni)].filter((name) => links.some((link) => link.ifname === name))
     await this.#ip.batch(existing.map((name) => ['link', 'del', 'dev', name]))
     return true
   }
 }
 
+/**
+ * A MAC for a new bridge, locally administered and random, so no two hosts' bridges of a
+ * network share one. Set, not left to the kernel, which would give the bridge the lowest of its
+ * ports' MACs and change it as ports come and go.
+ */
+function bridgeMac (): string {
+  const bytes = randomBytes(6)
+  bytes[0] = 0x02
+  return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join(':')
+}
+
 /** The segments among the host's links. */
-function segmentsIn (links: IpLink[]): Segment[] {
+function segmentsIn (links: IpLink[], routed: ReadonlySet<number>): Segment[] {
   const vnis = new Set(links.map((link) => vniOfSegmentDevice(link.ifname)).filter((vni): vni is number => vni !== null))
   return [...vnis].sort((a, b) => a - b).map((vni) => {
     const bridge = segmentBridgeOf(vni)
@@ -138,7 +199,8 @@ function segmentsIn (links: IpLink[]): Segment[] {
       vni,
       bridge,
       joined: links.some((link) => link.ifname === segmentVxlanOf(vni) && link.master === bridge),
-      taps: links.filter((link) => link.master === bridge && link.linkinfo?.info_kind === 'tun').map((link) => link.ifname)
+      taps: links.filter((link) => link.master === bridge && link.linkinfo?.info_kind === 'tun').map((link) => link.ifname),
+      routed: routed.has(vni)
     }
   })
 }

@@ -7,7 +7,7 @@
  * the last one Temporal accepted. The gap between them is the report outbox (reports/outbox.ts).
  */
 import { z } from 'zod'
-import { incomingMigrationSchema, sendMigrationRequestSchema, vmmMigrationSchema, vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
+import { incomingMigrationSchema, sendMigrationRequestSchema, vmmMigrationSchema, vmmPolicySchema, vmmSpecSchema, type VmmView } from '../../domain/host-agent-api.js'
 import { VMM_EXIT_CAUSES, VMM_STATES, type VmmReport } from '../../domain/vmm.js'
 
 const exitSchema = z.object({
@@ -69,7 +69,9 @@ export const agentVmmRecordSchema = z.object({
   /** Set for a VMM ensured as a migration's target: it receives its VM instead of booting one. */
   incoming: incomingMigrationSchema.nullable().default(null),
   /** Set once the VMM was asked to send its VM (the latest send, while `migration` is its half). */
-  outgoing: outgoingMigrationSchema.nullable().default(null)
+  outgoing: outgoingMigrationSchema.nullable().default(null),
+  /** The newest firewall policy the control plane sent for it (records written before rules have none). */
+  policy: vmmPolicySchema.nullable().default(null)
 })
 export type AgentVmmRecord = z.infer<typeof agentVmmRecordSchema>
 export type PendingKill = z.infer<typeof pendingKillSchema>
@@ -90,7 +92,8 @@ export function toView (record: AgentVmmRecord, hostId: string): VmmView {
     exit: record.exit,
     stopDeadline: record.stopDeadline,
     unresponsiveSince: record.unresponsiveSince,
-    migration: record.migration
+    migration: record.migration,
+    policy: record.policy
   }
 }
 

@@ -31,7 +31,7 @@
  */
 import { isDeepStrictEqual } from 'node:util'
 import type { Logger } from 'pino'
-import type { MigrationOfCall, EnsureVmmRequest, SendMigrationRequest, StrayView, TapView, VmmView } from '../../domain/host-agent-api.js'
+import type { MigrationOfCall, EnsureVmmRequest, SendMigrationRequest, StrayView, TapView, VmmPolicy, VmmView } from '../../domain/host-agent-api.js'
 import { tapNameOf } from '../../domain/interfaces.js'
 import { vmmPaths } from '../cloud-hypervisor/launch.js'
 import { crashPoint } from '../../faults/crash-points.js'
@@ -93,6 +93,8 @@ export class Supervisor {
     const existing = this.#vmms.get(id)
     if (existing !== undefined) {
       const vmm = this.#checkSame(existing, request)
+      // A retry made later may carry newer rules than the first ask did.
+      if (request.policy !== undefined && await vmm.takePolicy(request.policy)) await this.context.devices.applyPolicies()
       await vmm.awaitBoot(BOOT_ANSWER_WAIT_MS)
       return { view: vmm.view(), created: false }
     }
@@ -112,6 +114,16 @@ export class Supervisor {
     const vmm = await this.get(id)
     await vmm.pressPowerButton(deadline)
     return vmm.view()
+  }
+
+  /**
+   * Takes the VMM's firewall policy if it is newer than the one it has (`generation`), and brings
+   * the host's networks to it; returns the generation the VMM now has.
+   */
+  async setPolicy (id: string, policy: VmmPolicy): Promise<{ generation: number }> {
+    const vmm = await this.get(id)
+    if (await vmm.takePolicy(policy)) await this.context.devices.applyPolicies()
+    return { generation: vmm.record.policy?.generation ?? 0 }
   }
 
   async reboot (id: string): Promise<VmmView> {
@@ -346,7 +358,8 @@ export class Supervisor {
         ? null
         : { id: incoming.migrationId, role: 'target', phase: 'preparing', receiverUrl, iterations: 0, progressAt: now, reason: null },
       incoming: incoming ?? null,
-      outgoing: null
+      outgoing: null,
+      policy: request.policy ?? null
     }
     try {
       await store.createDir(id)

@@ -8,8 +8,8 @@
  *   network's segment (network/segments.ts), made first if this is the network's first VMM here;
  * - the host's firewall rebuilt with its networks (network/host-firewall.ts), before the VMM runs.
  *
- * `release` removes the TAPs once the VMM is gone, and the segments no other TAP is on, and
- * rebuilds the firewall without them; disks and seeds outlive VMMs (they persist
+ * `release` removes the TAPs once the VMM is gone; `applyPolicies`, once it is recorded ended,
+ * the segments no other TAP or route wants, and rebuilds the firewall without it; disks and seeds outlive VMMs (they persist
  * across stop and start) and go only when the control plane deletes them.
  *
  * A live migration's target (`prepareIncoming`) makes its TAPs, with the names the VM config in
@@ -80,15 +80,26 @@ export class VmmDevices {
       const gateway = `${nic.gateway}/${nic.address.split('/')[1]!}`
       await this.segments.attach(nic.vni, gateway, async (bridge) => { await this.taps.ensure(tapNameOf(nic.id), numQueues > 2, bridge) })
     }
-    if (interfaces.length > 0) await this.firewall.rebuild()
+    if (interfaces.length > 0) await this.applyPolicies()
     return interfaces.map((nic) => ({ tap: tapNameOf(nic.id), mac: macOf(nic.id), numQueues }))
   }
 
-  /** Removes the VMM's TAPs, then its networks' segments if no other TAP is on them; what cannot be removed now is left for the reconciler. */
+  /**
+   * Removes the VMM's TAPs; what cannot be removed now is left for the reconciler. Its segments
+   * and firewall rules go at the `applyPolicies` that follows its end, once it no longer counts
+   * among the live VMMs whose policies keep the segments they route to.
+   */
   async release (spec: VmmSpec): Promise<void> {
-    const interfaces = spec.interfaces ?? []
-    for (const nic of interfaces) await this.taps.remove(tapNameOf(nic.id))
-    await this.segments.prune([...new Set(interfaces.map((nic) => nic.vni))])
-    if (interfaces.length > 0) await this.firewall.rebuild()
+    for (const nic of spec.interfaces ?? []) await this.taps.remove(tapNameOf(nic.id))
+  }
+
+  /**
+   * Brings the host's networks to what its live VMMs and their policies say: the segments their
+   * policies route to joined, those nothing uses any more removed, the firewall rebuilt.
+   */
+  async applyPolicies (): Promise<void> {
+    await this.segments.joinRoutes()
+    await this.segments.prune()
+    await this.firewall.rebuild()
   }
 }

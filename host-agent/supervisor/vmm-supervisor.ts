@@ -48,7 +48,7 @@ import { writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Logger } from 'pino'
-import type { VmmView } from '../../domain/host-agent-api.js'
+import type { VmmPolicy, VmmView } from '../../domain/host-agent-api.js'
 import { isTerminalVmmState, type MigrationRole } from '../../domain/vmm.js'
 import type { VmState } from '../cloud-hypervisor/api-client.js'
 import { VmmApiError } from '../cloud-hypervisor/errors.js'
@@ -385,6 +385,10 @@ export class VmmSupervisor {
     const log = outcome.state === 'failed' ? this.log.warn.bind(this.log) : this.log.info.bind(this.log)
     log({ exit: outcome.exit }, `VMM ${outcome.state}: ${outcome.reason}`)
     await this.#update({ state: outcome.state, exit: outcome.exit, reason: outcome.reason, unresponsiveSince: null })
+    // Ended, it no longer keeps its networks' segments or the ones its policy routes to.
+    await this.context.devices.applyPolicies().catch((err: Error) => {
+      this.log.warn({ err: err.message }, "cannot remove the VMM's segments or rebuild the firewall; the reconciler's pass does")
+    })
   }
 
   /** Removes the VMM's TAPs; one that cannot be removed is logged and left to the reconciler. */
@@ -541,6 +545,13 @@ export class VmmSupervisor {
       })
       .catch((err: Error) => { this.log.error({ err: err.message }, 'cannot record the VMM API condition') })
       .finally(() => { this.#pingInFlight = false })
+  }
+
+  /** Keeps the policy if it is newer than the one the record has; whether it did. */
+  async takePolicy (policy: VmmPolicy): Promise<boolean> {
+    if (this.terminal || (this.record.policy !== null && this.record.policy.generation >= policy.generation)) return false
+    await this.#update({ policy }, false)
+    return true
   }
 
   // --- bookkeeping -------------------------------------------------------------------------

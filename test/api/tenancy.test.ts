@@ -37,6 +37,7 @@ interface ProjectFixture {
   instanceId: string
   operationId: string
   network: string
+  ruleId: string
   tokenId: string
 }
 
@@ -82,8 +83,11 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
       const created = await ok<{ instance: { id: string }, operation: { id: string } }>(await send('POST', `/v1/projects/${project}/instances`, OPERATOR_TOKEN, {
         name: `${project}-vm`, vcpus: 1, memoryMiB: 128, boot: { kernel: 'vmlinux' }, start: false, interfaces: [{ network }]
       }), 202)
+      const rule = await ok<{ id: string }>(await send('POST', `/v1/projects/${project}/firewall-rules`, OPERATOR_TOKEN, {
+        target: { network }, protocol: 'tcp', ports: { from: 22, to: 22 }, peer: { cidr: '192.168.0.0/16' }
+      }), 201)
       const listed = await ok<{ items: Array<{ id: string }> }>(await send('GET', `/v1/projects/${project}/tokens`, OPERATOR_TOKEN), 200)
-      fixtures[project] = { instanceId: created.instance.id, operationId: created.operation.id, network, tokenId: listed.items[0]!.id }
+      fixtures[project] = { instanceId: created.instance.id, operationId: created.operation.id, network, ruleId: rule.id, tokenId: listed.items[0]!.id }
     }
     for (const role of ['fleet-viewer', 'fleet-operator'] as const) {
       const made = await ok<{ token: string }>(await send('POST', '/v1/tokens', OPERATOR_TOKEN, { name: role, role }), 201)
@@ -120,7 +124,7 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
   function observed (response: LightMyRequestResponse): Outcome {
     if (response.statusCode === 401) return 'unauthorized'
     if (response.statusCode === 403) return 'forbidden'
-    if (response.statusCode === 404 && /^(project \S+|instance \S+|operation \S+|token \S+) does not exist$|no network|unscoped paths/.test(response.json().detail)) return 'hidden'
+    if (response.statusCode === 404 && /^(project \S+|instance \S+|operation \S+|token \S+) does not exist$|no network|no firewall rule|unscoped paths/.test(response.json().detail)) return 'hidden'
     return 'allowed'
   }
 
@@ -139,6 +143,7 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
       .replace('/hosts/{id}', '/hosts/NOT-A-HOST')
       .replace('{id}', fixture?.instanceId ?? 'not-an-id')
       .replace('{network}', fixture?.network ?? 'NOT_A_NETWORK')
+      .replace('{rule}', fixture?.ruleId ?? 'not-an-id')
       .replace('{migrationId}', fixture === null ? 'not-an-id' : randomUUID())
       .replace('{tokenId}', fixture?.tokenId ?? 'not-an-id')
   }
@@ -152,8 +157,8 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
       for (const [method, operation] of Object.entries(operations)) {
         const verb = method.toUpperCase()
         // The route's own project, or none (a fleet route); `default` for the unscoped paths.
-        const projects: Array<string | null> = route.includes('{project}') ? [...PROJECTS] : /^\/v1\/(instances|networks|operations)/.test(route) ? ['default'] : [null]
-        const namesResource = /\{(id|network|tokenId)\}/.test(route) && !route.startsWith('/v1/hosts') && !route.startsWith('/v1/tokens')
+        const projects: Array<string | null> = route.includes('{project}') ? [...PROJECTS] : /^\/v1\/(instances|networks|firewall-rules|operations)/.test(route) ? ['default'] : [null]
+        const namesResource = /\{(id|network|rule|tokenId)\}/.test(route) && !route.startsWith('/v1/hosts') && !route.startsWith('/v1/tokens')
         for (const token of tokens) {
           for (const project of projects) {
             // Probed: an input the route refuses once the policy lets the request through.
@@ -178,7 +183,7 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
     assert.deepEqual(mismatches, [])
   })
 
-  it('lists only the project\'s own instances, networks and tokens, and only the token\'s own project', async () => {
+  it('lists only the project\'s own instances, networks, firewall rules and tokens, and only the token\'s own project', async () => {
     for (const token of tokens.filter((t) => t.project !== null && t.refused !== true)) {
       const project = token.project!
       const other = PROJECTS.find((p) => p !== project)!
@@ -186,9 +191,12 @@ describe('tenancy: every route, every token', { timeout: 5 * 60_000 }, () => {
       assert.deepEqual(instances.items.map((i) => i.id), [fixtures[project]!.instanceId], token.name)
       const networks = await ok<{ items: Array<{ name: string }> }>(await send('GET', `/v1/projects/${project}/networks`, token.token), 200)
       assert.deepEqual(networks.items.map((n) => n.name), [fixtures[project]!.network], token.name)
+      const rules = await ok<{ items: Array<{ id: string }> }>(await send('GET', `/v1/projects/${project}/firewall-rules`, token.token), 200)
+      assert.deepEqual(rules.items.map((r) => r.id), [fixtures[project]!.ruleId], token.name)
       const projects = await ok<{ items: Array<{ name: string }> }>(await send('GET', '/v1/projects', token.token), 200)
       assert.deepEqual(projects.items.map((p) => p.name), [project], token.name)
       assert.equal((await send('GET', `/v1/projects/${other}/instances/${fixtures[other]!.instanceId}`, token.token)).statusCode, 404)
+      assert.equal((await send('GET', `/v1/projects/${other}/firewall-rules/${fixtures[other]!.ruleId}`, token.token)).statusCode, 404)
     }
   })
 

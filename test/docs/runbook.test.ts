@@ -74,6 +74,8 @@ describe('the operator runbook, docs/operations.md', async () => {
   let stack: TestStack
   /** What the placeholders stand for in the situation at hand; each `given` sets its own. */
   const values: Partial<Record<Placeholder, string>> = {}
+  /** The guest another pings in "Is a guest reachable?", and whose firewall rules it then reads. */
+  let peer: InstanceBody | null = null
   /** Host agents frozen (SIGSTOP) to make a host lost: resumed at the end whatever happens. */
   const frozen = new Set<string>()
   /** The token the runbook makes for its team's project, and the instance the team creates with it. */
@@ -571,7 +573,7 @@ describe('the operator runbook, docs/operations.md', async () => {
       {
         command: /^\(printf 'ping <peer-ip> 3\\r'; sleep 3\) \| VMPLANE_DATA_DIR=\$DATA node dist\/bin\/vmplane\.js instances console <instance-id> \| grep -a sim\.ping$/,
         given: async () => {
-          const peer = await runningInstance(stack, 'runbook-peer')
+          peer = await runningInstance(stack, 'runbook-peer')
           const { body } = await api(stack).get<{ interfaces: Array<{ ip: string }> }>(`/v1/instances/${peer.id}`)
           values['peer-ip'] = body.interfaces[0]!.ip
           use(await runningInstance(stack, 'runbook-prober'))
@@ -584,6 +586,20 @@ describe('the operator runbook, docs/operations.md', async () => {
           const { body: network } = await api(stack).get<{ vni: number }>('/v1/networks/default')
           includesAll(output, `00:00:00:00:00:00 dev ${segmentVxlanOf(network.vni)} dst ${segmentGroupOf(network.vni)} via eth0 self permanent`)
         }
+      },
+      {
+        command: /^curl -s "\$\{auth\[@\]\}" \$API\/v1\/firewall-rules \| jq -c /,
+        given: async () => {
+          const made = await api(stack).post('/v1/firewall-rules', { target: { instance: 'runbook-peer' }, protocol: 'tcp', ports: { from: 8080, to: 8080 }, peer: { cidr: '198.18.0.0/15' } })
+          assert.equal(made.status, 201, JSON.stringify(made.body))
+        },
+        check: (output) => includesAll(output, '"name":"runbook-peer"', '"direction":"ingress"', '"ports":{"from":8080,"to":8080}', '"peer":{"cidr":"198.18.0.0/15"}')
+      },
+      {
+        command: /^ip netns exec .* nft list table inet vmplane \| grep -a -A4 'chain in_'$/,
+        given: async () => { use(peer!) },
+        settles: true,
+        check: (output) => includesAll(output, 'chain in_vmp', 'ip saddr 198.18.0.0/15 tcp dport 8080 accept', 'drop')
       }
     ],
     'Migrate an instance, cancel a migration, drain a host': [

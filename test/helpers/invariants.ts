@@ -11,7 +11,8 @@
  *   PostgreSQL whose instance is not destroyed; every disk file in the storage to a live disk,
  *   every seed to a live instance, nothing is left half-made; every TAP in a host's network
  *   namespace to a live VMM on that host (an interface of its instance), and every network
- *   segment's bridge and VXLAN device to the network of such an interface; the host's firewall
+ *   segment's device to the network of such an interface, or one the firewall rules route such a
+ *   network to (db/firewall-rules.ts `policiesOf`); the host's firewall
  *   names exactly the segments it has (no rule of one gone, none missing for one there);
  * - nothing leaked: no reservation held for a VMM that is gone, no address, MAC or disk space
  *   held for a destroyed instance;
@@ -23,6 +24,7 @@ import { existsSync } from 'node:fs'
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import pg from 'pg'
+import { policiesOf } from '../../db/firewall-rules.js'
 import { isVmplaneTapName, tapNameOf } from '../../domain/interfaces.js'
 import { segmentBridgeOf, segmentVxlanOf, vniOfSegmentDevice } from '../../domain/network-segments.js'
 import { diskFileOf, seedFileOf } from '../../domain/storage.js'
@@ -44,7 +46,7 @@ export interface InvariantReport {
   orphanDisks: string[]
   /** TAPs in a host's namespace that no live VMM on that host has. */
   orphanTaps: string[]
-  /** Segment bridges and VXLAN devices in a host's namespace of a network no live VMM on that host has an interface on. */
+  /** Segment devices in a host's namespace of a network no live VMM on that host has an interface on or a route to. */
   orphanSegments: string[]
   /** Firewall rules of a segment a host does not have, or a segment of a host its firewall has no rule for. */
   firewallDrift: string[]
@@ -134,11 +136,12 @@ export async function checkInvariants (stack: StackInfo): Promise<InvariantRepor
     for (const [hostId, found] of links) {
       const onHost = liveVmms.filter((v) => v.host_id === hostId).flatMap((v) => liveInterfacesOf(v.instance_id))
       const expectedTaps = new Set(onHost.map((n) => tapNameOf(n.id)))
-      const expectedVnis = new Set(onHost.map((n) => n.vni as number))
+      const routed = await policiesOf(client, [...new Set(liveVmms.filter((v) => v.host_id === hostId).map((v) => v.instance_id as string))])
+      const expectedVnis = new Set([...onHost.map((n) => n.vni as number), ...[...routed.values()].flatMap((policy) => policy.routes.map((route) => route.vni))])
       for (const name of taps.get(hostId) ?? []) if (!expectedTaps.has(name)) report.orphanTaps.push(`TAP ${name} on ${hostId}: no live VMM on that host has it`)
       for (const { ifname } of found) {
         const vni = vniOfSegmentDevice(ifname)
-        if (vni !== null && !expectedVnis.has(vni)) report.orphanSegments.push(`segment device ${ifname} (VNI ${vni}) on ${hostId}: no live VMM on that host has an interface on its network`)
+        if (vni !== null && !expectedVnis.has(vni)) report.orphanSegments.push(`segment device ${ifname} (VNI ${vni}) on ${hostId}: no live VMM on that host has an interface on its network or a route to it`)
       }
     }
 
@@ -217,7 +220,7 @@ async function firewallDriftOf (stack: StackInfo, linksByHost: ReadonlyMap<strin
     const named = new Set([...table.matchAll(/"(vmpn[0-9a-f]{6})"/g)].map((match) => match[1]!))
     for (const bridge of named) if (!bridges.has(bridge)) found.push(`the firewall of ${host.id} names ${bridge}, which it does not have`)
     for (const bridge of bridges) {
-      if (!table.includes(`iifname "${bridge}" oifname "${bridge}" accept`)) found.push(`${host.id} has ${bridge}, whose own traffic its firewall does not let through`)
+      if (!table.includes(`iifname "${bridge}" ip saddr `)) found.push(`${host.id} has ${bridge}, whose own traffic its firewall does not let through`)
     }
   }
   return found

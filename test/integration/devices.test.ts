@@ -20,7 +20,7 @@ import { existsSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { segmentBridgeOf, segmentVxlanOf, vniOfSegmentDevice } from '../../domain/network-segments.js'
+import { segmentBridgeOf, segmentGatewayOf, segmentGatewayPortOf, segmentVxlanOf, vniOfSegmentDevice } from '../../domain/network-segments.js'
 import { runCommand } from '../../host-agent/process/command.js'
 import { imageInfo } from '../../host-agent/storage/qemu-img.js'
 import { STAND_IN_BASE_IMAGE } from '../../stack/hypervisor.js'
@@ -108,7 +108,7 @@ describe('real VMs: disks, interfaces, cloud-init and the console', { timeout: 1
     assert.ok(tap !== undefined, `TAP ${nic!.tap} in ${running.vmm!.hostId}'s namespace`)
     assert.equal(tap.master, segmentBridgeOf(vni), "on its network's bridge")
     assert.ok(tap.flags.includes('UP'))
-    assert.deepEqual((await segmentsIn(hostNetns)).sort(), [segmentBridgeOf(vni), segmentVxlanOf(vni)])
+    assert.deepEqual((await segmentsIn(hostNetns)).sort(), [segmentGatewayOf(vni), segmentBridgeOf(vni), segmentGatewayPortOf(vni), segmentVxlanOf(vni)])
 
     const log = await consoleLog(instance.id, /login: $/)
     assert.match(log, /cloud-init: hostname set to web-1/)

@@ -283,6 +283,7 @@ export function agentRecord (changes: Partial<AgentVmmRecord> = {}): AgentVmmRec
     migration: null,
     incoming: null,
     outgoing: null,
+    policy: null,
     ...changes
   }
 }

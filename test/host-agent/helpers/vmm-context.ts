@@ -32,7 +32,7 @@ export function testVmmContext (dir: string, store: RecordStore): VmmContext {
       serialLogBytes: 1024
     },
     store,
-    devices: new VmmDevices(images, new InstanceStorage(join(dir, 'storage'), 'host-test', images), new TapDevices(null), new NetworkSegments(null, 'eth0'), new HostFirewall(null, async () => [])),
+    devices: new VmmDevices(images, new InstanceStorage(join(dir, 'storage'), 'host-test', images), new TapDevices(null), new NetworkSegments(null, 'eth0'), new HostFirewall(null, async () => ({ segments: [], guests: [] }))),
     transport: new MigrationTransport({ kind: 'unix', dir: join(dir, 'migrations') }),
     log: pino({ level: 'silent' }),
     onChange: () => {},

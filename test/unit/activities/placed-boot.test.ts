@@ -39,7 +39,10 @@ function agentThat (ensure: () => Promise<VmmView>) {
   const pool = {
     query: async (sql: string) => sql.includes('SELECT agent_url')
       ? { rows: [{ agent_url: 'http://agent-1' }], rowCount: 1 }
-      : { rows: [], rowCount: 0 }
+      // The instance's firewall policy (db/firewall-rules.ts `policiesOf`): no rule, at generation 1.
+      : sql.includes('FROM firewall_generation')
+        ? { rows: [{ kind: 'generation', generation: 1 }], rowCount: 1 }
+        : { rows: [], rowCount: 0 }
   }
   const client = {
     ensureVmm: async (url: string, vmmId: string, request: { instanceName: string }) => {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import type { SegmentView, StrayView, TapView, VmmView } from '../../../domain/host-agent-api.js'
+import type { SegmentView, StrayView, TapView, VmmPolicy, VmmView } from '../../../domain/host-agent-api.js'
 import { hostMends, storageOrphans, type HostMend, type KnownVmm } from '../../../domain/reconciliation.js'
 import type { VmmRecord, VmmState } from '../../../domain/vmm.js'
 
@@ -13,8 +13,13 @@ const clock = { now: NOW, graceMs: 60_000 }
 const OLD = '2026-11-27T11:00:00Z'
 const YOUNG = '2026-11-27T11:59:30Z'
 
-function view (id: string, state: VmmState, generation: number, createdAt = OLD, updatedAt = createdAt): VmmView {
-  return { id, instanceId: `i-${id}`, state, generation, createdAt, updatedAt } as unknown as VmmView
+function view (id: string, state: VmmState, generation: number, createdAt = OLD, updatedAt = createdAt, policy: VmmPolicy | null = null): VmmView {
+  return { id, instanceId: `i-${id}`, state, generation, createdAt, updatedAt, policy } as unknown as VmmView
+}
+
+/** A firewall policy at a generation, allowing TCP 8080 from the ranges given. */
+function policy (generation: number, peers: string[]): VmmPolicy {
+  return { generation, ingress: peers.length === 0 ? [] : [{ protocol: 'tcp', ports: { from: 8080, to: 8080 }, peers }], egress: null, routes: [] }
 }
 
 function known (id: string, state: VmmState, generation: number, options: { instanceDestroyed?: boolean, createdAt?: string } = {}): [string, KnownVmm] {
@@ -24,7 +29,7 @@ function known (id: string, state: VmmState, generation: number, options: { inst
 
 const stray = (pid: number, startedAt: string): StrayView => ({ pid, startTime: '1', apiSocket: `/run/${pid}.sock`, startedAt })
 const tap = (name: string, vmmId: string | null): TapView => ({ name, vmmId, multiQueue: false, bridge: null, up: true })
-const segment = (vni: number, taps: string[]): SegmentView => ({ vni, bridge: `vmpn${vni.toString(16).padStart(6, '0')}`, joined: true, taps })
+const segment = (vni: number, taps: string[], routed = false): SegmentView => ({ vni, bridge: `vmpn${vni.toString(16).padStart(6, '0')}`, joined: true, taps, routed })
 
 /** A mend as a short line: what, and about which. */
 function said (m: HostMend): string {
@@ -38,11 +43,14 @@ function said (m: HostMend): string {
     case 'stray-waiting': return `stray-waiting ${m.stray.pid}`
     case 'remove-tap': return `remove-tap ${m.tap.name}`
     case 'remove-segment': return `remove-segment ${m.segment.vni}`
+    case 'push-policy': return `push-policy ${m.vmm.id} (generation ${m.policy.generation})`
   }
 }
 
 describe('hostMends', () => {
-  const cases: Array<{ name: string, vmms?: VmmView[], known?: Array<[string, KnownVmm]>, strays?: StrayView[], taps?: TapView[], segments?: SegmentView[], mends: string[] }> = [
+  const cases: Array<{
+    name: string, vmms?: VmmView[], known?: Array<[string, KnownVmm]>, policies?: Array<[string, VmmPolicy]>, strays?: StrayView[], taps?: TapView[], segments?: SegmentView[], mends: string[]
+  }> = [
     { name: 'host and record agree: nothing', vmms: [view('a', 'running', 3)], known: [known('a', 'running', 3)], mends: [] },
     { name: 'a live VMM nobody knows is an orphan', vmms: [view('a', 'running', 3)], mends: ['reap-orphan a: unknown to the control plane'] },
     { name: 'a young orphan waits: a start in flight may still record it', vmms: [view('a', 'starting', 1, YOUNG)], mends: ['orphan-waiting a'] },
@@ -69,6 +77,15 @@ describe('hostMends', () => {
       segments: [segment(4096, ['vmp000000000001']), segment(4097, ['vmp000000000002', 'vmp000000000003']), segment(4098, [])],
       mends: ['remove-tap vmp000000000001', 'remove-tap vmp000000000003', 'remove-segment 4096', 'remove-segment 4098']
     },
+    { name: 'a segment a live VMM routes to stays, TAP or not', segments: [segment(4096, [], true)], mends: [] },
+    {
+      name: 'a live VMM enforcing other rules than its instance has now is sent them; the same rules at an older generation are left',
+      vmms: [view('a', 'running', 3, OLD, OLD, policy(4, ['10.1.0.0/24'])), view('b', 'running', 3, OLD, OLD, policy(2, [])), view('c', 'running', 3), view('d', 'running', 3, OLD, OLD, policy(4, []))],
+      known: [known('a', 'running', 3), known('b', 'running', 3), known('c', 'running', 3), known('d', 'running', 3)],
+      policies: [['i-a', policy(7, [])], ['i-b', policy(7, [])], ['i-c', policy(7, ['10.2.0.5/32'])], ['i-d', policy(7, ['10.1.0.0/24'])]],
+      mends: ['push-policy a (generation 7)', 'push-policy c (generation 7)', 'push-policy d (generation 7)']
+    },
+    { name: 'an ended VMM is sent no policy', vmms: [view('a', 'destroyed', 4)], policies: [['i-a', policy(7, ['10.1.0.0/24'])]], mends: [] },
     {
       name: 'all at once, in order: VMMs, then records, then strays, then TAPs',
       vmms: [view('a', 'running', 3), view('b', 'running', 7)],
@@ -80,7 +97,7 @@ describe('hostMends', () => {
   ]
   for (const c of cases) {
     it(c.name, () => {
-      const mends = hostMends({ vmms: c.vmms ?? [], strays: c.strays ?? [], taps: c.taps ?? [], segments: c.segments ?? [] }, new Map(c.known ?? []), clock)
+      const mends = hostMends({ vmms: c.vmms ?? [], strays: c.strays ?? [], taps: c.taps ?? [], segments: c.segments ?? [] }, new Map(c.known ?? []), new Map(c.policies ?? []), clock)
       assert.deepEqual(mends.map(said), c.mends)
     })
   }
