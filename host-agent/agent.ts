@@ -57,7 +57,7 @@ export async function startAgent (config: AgentConfig, log: Logger): Promise<Run
   // Made before the supervisor is, whose live VMMs (their interfaces, their policies) they read.
   let liveVmms = (): LiveVmm[] => []
   const segments = new NetworkSegments(config.netns, config.underlay, () => liveVmms().flatMap((vmm) => vmm.policy?.routes ?? []))
-  await segments.checkUnderlay().catch((err: Error) => { throw new StartupError(err.message) })
+  await segments.prepareUnderlay().catch((err: Error) => { throw new StartupError(err.message) })
   const firewall = new HostFirewall(config.netns, async () => hostPlan((await segments.list()).map((segment) => segment.vni), liveVmms()))
   await firewall.enableForwarding()
   const transport = new MigrationTransport(config.migrationListen)

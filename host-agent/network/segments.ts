@@ -56,6 +56,9 @@ import { crashPoint } from '../../faults/crash-points.js'
 import { OneAtATime } from './one-at-a-time.js'
 import { IpCommands, type IpLink } from './ip-commands.js'
 
+/** The segments a host may have, one multicast group each (`prepareUnderlay`). */
+const MAX_SEGMENTS = 4096
+
 export interface Segment {
   vni: number
   bridge: string
@@ -77,14 +80,20 @@ export class NetworkSegments {
     this.#ip = new IpCommands(netns)
   }
 
-  /** Checks the underlay device exists, is UP and carries VXLAN whole (at start-up, so a mistake shows at once). */
-  async checkUnderlay (): Promise<void> {
+  /**
+   * Checks the underlay device exists and carries VXLAN whole, and lets the host join a multicast
+   * group for each of its segments (at start-up, so a mistake shows at once). Every VXLAN device
+   * on the port shares one socket, and the kernel lets a socket join 20 groups by default
+   * (`igmp_max_memberships`): a host would take no 21st network.
+   */
+  async prepareUnderlay (): Promise<void> {
     const [link] = await this.#ip.links(['show', 'dev', this.underlay]).catch(() => [])
     const where = this.#ip.where()
     if (link === undefined) throw new Error(`no device ${this.underlay} in ${where} to carry networks' VXLAN (VMPLANE_AGENT_UNDERLAY)`)
     if ((link.mtu ?? 0) < UNDERLAY_MTU) {
       throw new Error(`${this.underlay} in ${where} has MTU ${link.mtu ?? '?'}: guests' frames of ${GUEST_MTU} bytes need ${UNDERLAY_MTU} once VXLAN wraps them`)
     }
+    await this.#ip.exec('sysctl', ['-qw', `net.ipv4.igmp_max_memberships=${MAX_SEGMENTS}`])
   }
 
   /**

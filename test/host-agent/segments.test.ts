@@ -40,9 +40,10 @@ describe('network segments', () => {
   }
   const names = async (): Promise<string[]> => (await ip.links(['show'])).map((link) => link.ifname).sort()
 
-  it('checks its underlay device at start-up', async () => {
-    await segments.checkUnderlay()
-    await assert.rejects(new NetworkSegments(network.netns, 'nolan0').checkUnderlay(), /no device nolan0 in network namespace vmp-seg-/)
+  it('prepares its underlay device at start-up: refuses a missing one, and lets the host join a multicast group per segment', async () => {
+    await segments.prepareUnderlay()
+    assert.equal((await ip.exec('sysctl', ['-n', 'net.ipv4.igmp_max_memberships'])).trim(), '4096')
+    await assert.rejects(new NetworkSegments(network.netns, 'nolan0').prepareUnderlay(), /no device nolan0 in network namespace vmp-seg-/)
   })
 
   it("makes a network's segment with its first TAP, named after its VNI, and shares it with the next", async () => {
@@ -97,6 +98,15 @@ describe('network segments', () => {
     assert.deepEqual((await segments.list()).find((segment) => segment.vni === 4099), { vni: 4099, bridge: 'vmpn001003', joined: false, taps: [], routed: false })
     assert.deepEqual(await segments.prune(), [4099])
     assert.ok(!(await names()).includes('vmpx001003'))
+  })
+
+  it('holds the segments of more networks than the kernel lets one socket join multicast groups by default (20)', async () => {
+    const vnis = Array.from({ length: 24 }, (_, i) => 4200 + i)
+    for (const vni of vnis) await attachTap(vni, `vmp0000000${vni.toString(16).padStart(5, '0')}`)
+    const listed = await segments.list()
+    assert.deepEqual(vnis.filter((vni) => listed.find((segment) => segment.vni === vni)?.joined !== true), [], 'every segment whole, its VXLAN device UP')
+    for (const vni of vnis) await taps.remove(`vmp0000000${vni.toString(16).padStart(5, '0')}`)
+    assert.deepEqual(await segments.prune(vnis), vnis)
   })
 
   it("leaves devices that are not a segment's alone", async () => {
