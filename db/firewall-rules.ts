@@ -8,6 +8,7 @@
  */
 import type { FirewallDirection, FirewallProtocol } from '../domain/firewall.js'
 import type { Allowance, VmmPolicy } from '../domain/host-agent-api.js'
+import { LIMITS } from '../domain/limits.js'
 import { inTransaction, type Pool, type Queryable } from './pool.js'
 
 /** Names a network or an instance of the project, as a rule's target or peer. */
@@ -75,15 +76,25 @@ async function resolveRef (tx: Queryable, projectId: string, ref: RuleRef): Prom
   return rows.length === 0 ? null : { column: 'network' in ref ? 'network' : 'instance', id: rows[0].id }
 }
 
-export type RuleInsertProblem = { kind: 'target-missing' } | { kind: 'peer-missing' }
+export type RuleInsertProblem = { kind: 'target-missing' } | { kind: 'peer-missing' } | { kind: 'target-full' }
 
-/** Inserts the rule (once per ID) and takes the next generation; or says which reference names nothing live. */
+/**
+ * Inserts the rule (once per ID) and takes the next generation; or says which reference names
+ * nothing live, or that the target has as many rules as it may (`LIMITS.firewallRulesPerTarget`).
+ */
 export async function insertRule (db: Pool, rule: NewFirewallRule): Promise<{ rule: FirewallRule, generation: number } | RuleInsertProblem> {
   const outcome = await inTransaction(db, async (tx): Promise<{ generation: number } | RuleInsertProblem> => {
     const target = await resolveRef(tx, rule.projectId, rule.target)
     if (target === null) return { kind: 'target-missing' }
     const peer = 'cidr' in rule.peer ? null : await resolveRef(tx, rule.projectId, rule.peer)
     if (!('cidr' in rule.peer) && peer === null) return { kind: 'peer-missing' }
+    // Changes one at a time from here (the generation's row lock), so the count holds until the commit.
+    await tx.query('SELECT generation FROM firewall_generation FOR UPDATE')
+    const others = await tx.query(
+      'SELECT count(*)::int AS n FROM firewall_rules WHERE (network_id = $1 OR instance_id = $1) AND id <> $2',
+      [target.id, rule.id]
+    )
+    if (others.rows[0].n >= LIMITS.firewallRulesPerTarget) return { kind: 'target-full' }
     const inserted = await tx.query(
       `INSERT INTO firewall_rules (id, project_id, network_id, instance_id, direction, protocol, port_from, port_to, peer_cidr, peer_network_id, peer_instance_id, description)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,

@@ -25,6 +25,7 @@ import { urlInteger } from './url-integer.js'
 import { FIREWALL_PROTOCOLS } from './firewall.js'
 import { NETWORK_OUTBOUND, VNI_RANGE } from './network-segments.js'
 import { HOST_ID_PATTERN } from './ids.js'
+import { isHostAddressOf, isNetworkAddress, networkOf, parseCidr } from './ipv4.js'
 import type { HostImage } from './host.js'
 import { MIGRATION_HALF_PHASES, VMM_EXIT_CAUSES, VMM_STATES } from './vmm.js'
 
@@ -105,12 +106,24 @@ export type PlannedVmmSpec = Omit<VmmSpec, 'interfaces'> & { interfaces?: Array<
 export const incomingMigrationSchema = z.strictObject({ migrationId: z.uuid() })
 export type IncomingMigration = z.infer<typeof incomingMigrationSchema>
 
-/** What one rule allows, its peers (where from, or where to) resolved to ranges. */
+/** An IPv4 range by its own address, no bit set past the prefix (as nftables takes it). */
+export const ipv4RangeSchema = z.cidrv4().refine((cidr) => isNetworkAddress(parseCidr(cidr)), "must be the range's own address, with no bit set past the prefix")
+
+/** What one rule allows, its peers (where from, or where to) resolved to ranges: a range, a network's, an instance's addresses. */
 const allowanceSchema = z.strictObject({
   protocol: z.enum(FIREWALL_PROTOCOLS),
-  ports: z.strictObject({ from: z.number().int().min(1).max(65535), to: z.number().int().min(1).max(65535) }).optional(),
-  peers: z.array(z.cidrv4()).max(1024)
-})
+  ports: z.strictObject({ from: z.number().int().min(1).max(65535), to: z.number().int().min(1).max(65535) })
+    .refine((ports) => ports.from <= ports.to, 'from must be at most to').optional(),
+  peers: z.array(ipv4RangeSchema).max(LIMITS.interfaces)
+}).refine((allowance) => allowance.ports === undefined || allowance.protocol === 'tcp' || allowance.protocol === 'udp', { message: 'ports are for tcp and udp', path: ['ports'] })
+
+/** A network's gateway with its prefix, as a network gives it (its range routed through its segment). */
+const gatewaySchema = z.cidrv4().refine((gateway) => {
+  const cidr = parseCidr(networkOf(gateway))
+  return cidr.prefix >= LIMITS.networkPrefix.min && cidr.prefix <= LIMITS.networkPrefix.max && isHostAddressOf(cidr, gateway.split('/')[0]!)
+}, `must be an address of its network with the network's prefix, /${LIMITS.networkPrefix.min} to /${LIMITS.networkPrefix.max}, neither its first nor its last`)
+/** The rules an instance's policy can hold: those of each of its networks and its own. */
+const MAX_POLICY_RULES = (LIMITS.interfaces + 1) * LIMITS.firewallRulesPerTarget
 export type Allowance = z.infer<typeof allowanceSchema>
 
 /**
@@ -122,9 +135,9 @@ export type Allowance = z.infer<typeof allowanceSchema>
  */
 export const vmmPolicySchema = z.strictObject({
   generation: z.number().int().min(0),
-  ingress: z.array(allowanceSchema).max(1024),
-  egress: z.array(allowanceSchema).max(1024).nullable(),
-  routes: z.array(z.strictObject({ vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max), gateway: z.cidrv4() })).max(1024)
+  ingress: z.array(allowanceSchema).max(MAX_POLICY_RULES),
+  egress: z.array(allowanceSchema).max(MAX_POLICY_RULES).nullable(),
+  routes: z.array(z.strictObject({ vni: z.number().int().min(VNI_RANGE.min).max(VNI_RANGE.max), gateway: gatewaySchema })).max(MAX_POLICY_RULES)
 })
 export type VmmPolicy = z.infer<typeof vmmPolicySchema>
 /** The policy generation a VMM has, once its agent took (or kept) one. */

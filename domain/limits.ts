@@ -17,6 +17,12 @@ export const LIMITS = {
   /** Data disks per instance (with the boot disk and the cloud-init seed: vda to vdj). */
   dataDisks: 8,
   interfaces: 8,
+  /**
+   * Firewall rules on one network or one instance (AWS takes 60 a direction a security group,
+   * omicron 1024 a VPC): an instance's hosts are told of at most those of its networks and its
+   * own, which keeps what an agent is sent for it well inside an agent's body limit.
+   */
+  firewallRulesPerTarget: 32,
   sshKeys: 32,
   sshKeyMaxLength: 4096,
   /** cloud-init's user-data, in bytes of UTF-8 (Nova and KubeVirt allow more; a seed disk is small). */

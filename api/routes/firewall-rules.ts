@@ -7,7 +7,8 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod'
 import { z } from 'zod'
-import { deleteRule, findRule, insertRule, instancesConcerned, listRules, type FirewallRule } from '../../db/firewall-rules.js'
+import { deleteRule, findRule, insertRule, instancesConcerned, listRules, type FirewallRule, type RuleInsertProblem } from '../../db/firewall-rules.js'
+import { LIMITS } from '../../domain/limits.js'
 import { WORKFLOW_TYPES, firewallWorkflowId, type ApplyFirewallInput } from '../../contract/workflows.js'
 import { ApiProblem } from '../plugins/problem-details.js'
 import { idempotencyHeaders } from '../schemas/common.js'
@@ -18,6 +19,14 @@ const tags = ['firewall']
 
 function problem (status: 404 | 422, path: string, message: string): ApiProblem {
   return new ApiProblem(status, status === 404 ? 'Not Found' : 'Unprocessable Content', `${path}: ${message}`, [{ path, message }])
+}
+
+function insertProblem (refused: RuleInsertProblem): ApiProblem {
+  switch (refused.kind) {
+    case 'target-missing': return problem(422, 'body.target', 'names no live network or instance of the project')
+    case 'peer-missing': return problem(422, 'body.peer', 'names no live network or instance of the project')
+    case 'target-full': return problem(422, 'body.target', `has ${LIMITS.firewallRulesPerTarget} firewall rules, as many as a network or an instance may: delete one first`)
+  }
 }
 
 const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
@@ -44,11 +53,7 @@ const routes: FastifyPluginAsyncZod<RouteScope> = async (fastify, scope) => {
     const created = await insertRule(db, {
       id: request.newId('firewall-rule'), projectId: request.project!.id, target, direction, protocol, ports: request.body.ports ?? null, peer, description
     })
-    if ('kind' in created) {
-      throw created.kind === 'target-missing'
-        ? problem(422, 'body.target', 'names no live network or instance of the project')
-        : problem(422, 'body.peer', 'names no live network or instance of the project')
-    }
+    if ('kind' in created) throw insertProblem(created)
     await apply(created.rule, created.generation)
     return await reply.code(201).send(created.rule)
   })

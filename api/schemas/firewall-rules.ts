@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { FIREWALL_DIRECTIONS, FIREWALL_PROTOCOLS } from '../../domain/firewall.js'
-import { isNetworkAddress, parseCidr } from '../../domain/ipv4.js'
+import { ipv4RangeSchema } from '../../domain/host-agent-api.js'
 import { NO_NUL_PATTERN, UNPAIRED_SURROGATE } from '../../domain/limits.js'
 import { nameOrIdSchema } from './common.js'
 
@@ -19,7 +19,7 @@ export const createFirewallRuleBody = z.strictObject({
   ports: z.strictObject({ from: port, to: port }).refine((ports) => ports.from <= ports.to, 'from must be at most to').optional()
     .describe('for tcp and udp; absent: every port'),
   peer: z.union([
-    z.strictObject({ cidr: z.cidrv4().refine((cidr) => isNetworkAddress(parseCidr(cidr)), "must be the range's own address, with no bit set past the prefix") }),
+    z.strictObject({ cidr: ipv4RangeSchema }),
     z.strictObject({ network: nameOrIdSchema('a network') }),
     z.strictObject({ instance: nameOrIdSchema('an instance') })
   ], { error: 'must be {"cidr": range}, {"network": name or ID} or {"instance": name or ID}, one of the three' }).describe('where the traffic may come from (ingress) or go to (egress): an address range, a network or an instance of the project'),

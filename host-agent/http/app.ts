@@ -19,8 +19,13 @@ import { deviceRoutes } from './device-routes.js'
 import { leaseRoutes } from './lease-routes.js'
 import { agentRoutes, type RouteOptions } from './routes.js'
 
-/** Requests are JSON documents of at most a few hundred KiB (an ensure with user-data and SSH keys); anything larger is refused before it is parsed. */
-export const AGENT_BODY_LIMIT_BYTES = 256 * 1024
+/**
+ * Requests are JSON documents of at most a few hundred KiB: an ensure with its spec at its limits
+ * (user-data, SSH keys) is about 200 KiB, and the firewall policy it carries at its limits (the
+ * rules of nine targets, domain/limits.ts) about 150 more. Anything larger is refused before it is
+ * parsed.
+ */
+export const AGENT_BODY_LIMIT_BYTES = 512 * 1024
 
 export interface AgentAppOptions {
   token: string

@@ -3,7 +3,7 @@
  * listed, read and deleted, in the shape the document gives, each change committed under the
  * next generation and told to the hosts by `applyFirewall` under `firewall-<generation>`, with
  * the instances it concerns; bad input refused with a 400 naming what is wrong, a target or peer
- * naming nothing live with a 422, an unknown rule with a 404, each changing nothing and starting
+ * naming nothing live with a 422, as is a rule past a target's limit, an unknown rule with a 404, each changing nothing and starting
  * nothing; another project's rules hidden as missing ones are; a create retried under its
  * Idempotency-Key answered as the first time, making one rule and starting one workflow.
  *
@@ -14,6 +14,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, it } from 'node:test'
 import type { LightMyRequestResponse } from 'fastify'
 import { firewallWorkflowId, WORKFLOW_TYPES } from '../../contract/workflows.js'
+import { LIMITS } from '../../domain/limits.js'
 import { OPERATOR_TOKEN, startInProcessApi, type InProcessApi } from '../helpers/api-server.js'
 import { TemporalStub } from '../helpers/temporal-stub.js'
 
@@ -217,6 +218,23 @@ describe('firewall rules through the API', { timeout: 2 * 60_000 }, () => {
       assertProblem(response, 422, path)
     }
     assert.deepEqual(await stateOf(), before)
+  })
+
+  it('takes as many rules on one network or instance as the limit says, then answers 422 naming the target, changing nothing', async () => {
+    await ok(await send('POST', '/v1/networks', { name: 'full', cidr: '10.75.0.0/24' }), 201)
+    const rule = (port: number): Record<string, unknown> => ({ target: { network: 'full' }, protocol: 'udp', ports: { from: port, to: port }, peer: { cidr: '10.0.0.0/8' } })
+    const made: FirewallRule[] = []
+    for (let i = 0; i < LIMITS.firewallRulesPerTarget; i++) made.push(await created(rule(1000 + i)))
+    const before = await stateOf()
+    const refused = await send('POST', '/v1/firewall-rules', rule(2000))
+    assertProblem(refused, 422, 'body.target')
+    assert.match(refused.json().detail, new RegExp(`has ${LIMITS.firewallRulesPerTarget} firewall rules`))
+    assert.deepEqual(await stateOf(), before)
+    assert.equal((await send('DELETE', `/v1/firewall-rules/${made[0]!.id}`)).statusCode, 204)
+    await created(rule(2000))
+    for (const { id } of (await ok<{ items: FirewallRule[] }>(await send('GET', '/v1/firewall-rules'), 200)).items.filter((r) => 'network' in r.target && r.target.network.name === 'full')) {
+      assert.equal((await send('DELETE', `/v1/firewall-rules/${id}`)).statusCode, 204)
+    }
   })
 
   it('answers 404 for an unknown rule, and 400 for a rule ID that is not one', async () => {

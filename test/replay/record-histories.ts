@@ -73,7 +73,9 @@ async function request (method: string, path: string, body?: unknown): Promise<{
     headers: { authorization: `Bearer ${info!.apiToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body)
   })
-  return { status: response.status, body: await response.json() }
+  const text = await response.text()
+  // A 204 has no body.
+  return { status: response.status, body: text === '' ? null : JSON.parse(text) }
 }
 
 /** The API's answer to a request that must succeed. */
@@ -229,6 +231,17 @@ async function reconcilerPass (): Promise<string[]> {
   return ["WorkflowType = 'reconcile' AND ExecutionStatus = 'Completed'"]
 }
 
+/** A firewall rule made and deleted: an `applyFirewall` execution for each, sending a running instance its policy. */
+async function firewallChange (): Promise<string[]> {
+  const id = await create('replay-firewall', 'console=ttyS0')
+  const rule = await call('POST', '/v1/firewall-rules', { target: { instance: id }, protocol: 'tcp', ports: { from: 8080, to: 8080 }, peer: { cidr: '10.0.0.0/8' } })
+  await call('DELETE', `/v1/firewall-rules/${rule.id as string}`)
+  const completed = "WorkflowType = 'applyFirewall' AND ExecutionStatus = 'Completed'"
+  await waitFor('both changes told to the hosts', async () => (await client.workflow.count(completed)).count >= 2 ? true : null, { timeoutMs: 60_000, intervalMs: 250 })
+  await call('DELETE', `/v1/instances/${id}`)
+  return [completed]
+}
+
 /** Throws unless the instance's migration (a path makes one per instance) is recorded as ending in `phase`. */
 async function migrationEnded (id: string, phase: string): Promise<void> {
   const [migration] = (await call('GET', `/v1/instances/${id}/migrations`)).items
@@ -319,7 +332,7 @@ async function hostMonitors (): Promise<string[]> {
 
 /** The drain runs before the migrations, so that it moves only instances of its own. */
 const PATHS = [
-  lifecycle, preemptedStart, guestsOfTheirOwn, crashesAndRestarts, forceStopped, deleteOfDestroyed, reconcilerPass,
+  lifecycle, preemptedStart, guestsOfTheirOwn, crashesAndRestarts, forceStopped, deleteOfDestroyed, reconcilerPass, firewallChange,
   drain, migrationSucceeds, migrationCancelled, migrationAckLost, stopDuringMigration, hostMonitors
 ]
 

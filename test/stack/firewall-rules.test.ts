@@ -10,6 +10,7 @@
  * - 100 changes (the rule made and deleted, 50 times each) while `side-1`, a peer no rule
  *   allows, pings `back-1` every 20 ms: not one reply.
  * - Each host has vmplane's two tables and no other.
+ * - `back-1`'s agent SIGKILLed and restarted: its host's ruleset is the same, and the rule works.
  * - An egress rule on `front-1` (ICMP to `side`): its pings to `side-1` (which `side`'s ingress
  *   rule lets in) answer, and its connection to `back-1`'s 8080, which `back-1` lets in, no
  *   longer gets out; the egress rule deleted, it does again.
@@ -142,6 +143,21 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok', 'the egress rule deleted: front-1 sends anywhere again')
     await remove(intoSide)
     await remove(intoBack)
+  })
+
+  it("keeps a guest's rules through its agent's SIGKILL and restart", async () => {
+    const rule = await allow({ target: { instance: 'back-1' }, protocol: 'tcp', ports: { from: PORT, to: PORT }, peer: { network: 'front' } })
+    await waitFor('the rule on back-1\'s host', async () => (await ruleTable(back.host)).includes(`dport ${PORT}`) ? true : null, { timeoutMs: 10_000 })
+    const host = stack.info.hosts.find((h) => h.id === back.host)!
+    const ruleset = async (): Promise<string> => await runCommand('ip', ['netns', 'exec', host.netns, 'nft', 'list', 'ruleset'])
+    const before = await ruleset()
+    await stack.kill(`agent-${host.id}`)
+    await stack.waitForRestart(`agent-${host.id}`)
+    await waitFor(`agent-${host.id} back`, async () => (await fetch(`${host.url}/healthz`).then((r) => r.ok, () => false)) ? true : null, { timeoutMs: 30_000 })
+    assert.equal(await ruleset(), before, 'the same rules, rebuilt from its records at its start')
+    assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok')
+    assert.equal(await from(side, async (shell) => await shell.connect(back.ip, PORT)), 'timed out')
+    await remove(rule)
   })
 
   it("keeps a guest's rules through its live migration, from the target's first packet", async () => {
