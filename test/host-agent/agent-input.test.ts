@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import { HostAgentClient } from '../../http/host-agent-client.js'
 import type { VmmView } from '../../domain/host-agent-api.js'
 import { ensureBody, newVmmId, TestAgent, TOKEN } from './helpers/agent.js'
+import { AGENT_BODY_LIMIT_BYTES } from '../../host-agent/http/app.js'
 import { buildSimulator, processExists } from './helpers/simulator.js'
 
 let agent: TestAgent
@@ -137,7 +138,7 @@ describe('images', () => {
 
 describe('malformed and hostile requests', () => {
   it('refuses oversized bodies, overlong command lines and malformed JSON', async () => {
-    await expectStatus(413, 'PUT', `/v1/vmms/${newVmmId()}`, JSON.stringify({ ...ensureBody(), pad: 'x'.repeat(300_000) }))
+    await expectStatus(413, 'PUT', `/v1/vmms/${newVmmId()}`, JSON.stringify({ ...ensureBody(), pad: 'x'.repeat(AGENT_BODY_LIMIT_BYTES) }))
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, withBoot({ kernel: 'vmlinux', cmdline: 'x'.repeat(5000) }))
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"instanceId": ')
     await expectStatus(400, 'PUT', `/v1/vmms/${newVmmId()}`, '{"__proto__": {"admin": true}}')
