@@ -32,7 +32,13 @@ import { RECONCILE_ON_DEMAND_ONLY, lastReconcilePass, nextReconcilePass, tempora
 import { api, startStack, type TestStack } from '../helpers/stack.js'
 
 const PORT = 8080
-const NETWORKS = [{ name: 'front', cidr: '10.81.0.0/24' }, { name: 'back', cidr: '10.82.0.0/24' }, { name: 'side', cidr: '10.83.0.0/24' }]
+const FRONT = '10.81.0.0/24'
+const NETWORKS = [{ name: 'front', cidr: FRONT }, { name: 'back', cidr: '10.82.0.0/24' }, { name: 'side', cidr: '10.83.0.0/24' }]
+
+/** The line of a guest's chain that lets ICMP in from `source` (every host's input chain names ICMP too). */
+function icmpFrom (source: string): string {
+  return `ip saddr ${source} meta l4proto icmp accept`
+}
 
 interface Guest { id: string, ip: string, host: string }
 
@@ -123,14 +129,20 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
     return made.body.id
   }
 
-  async function remove (ruleId: string): Promise<void> {
+  /**
+   * Deletes the rule, then waits until `host`'s table no longer has `text` (what the rule put
+   * there), so the next test starts from rules that are no longer changing: one that looks for
+   * the same text must not find this rule's.
+   */
+  async function remove (ruleId: string, host: string, text: string): Promise<void> {
     assert.equal((await api(stack).delete(`/v1/firewall-rules/${ruleId}`)).status, 204)
+    await waitFor(`${text} gone from ${host}'s table`, async () => (await ruleTable(host)).includes(text) ? null : true, { timeoutMs: 10_000 })
   }
 
   it('lets out of a guest only what its egress rules allow, once one applies to it', async () => {
     const intoBack = await allow({ target: { instance: 'back-1' }, protocol: 'tcp', ports: { from: PORT, to: PORT }, peer: { network: 'front' } })
     const intoSide = await allow({ target: { network: 'side' }, protocol: 'icmp', peer: { network: 'front' } })
-    await waitFor('both rules on their hosts', async () => (await ruleTable(back.host)).includes(`dport ${PORT}`) && (await ruleTable(side.host)).includes('icmp') ? true : null, { timeoutMs: 10_000 })
+    await waitFor('both rules on their hosts', async () => (await ruleTable(back.host)).includes(`dport ${PORT}`) && (await ruleTable(side.host)).includes(icmpFrom(FRONT)) ? true : null, { timeoutMs: 10_000 })
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok', 'no egress rule: front-1 sends anywhere')
 
     const outOfFront = await allow({ target: { instance: 'front-1' }, direction: 'egress', protocol: 'icmp', peer: { network: 'side' } })
@@ -138,11 +150,10 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
     assert.equal((await from(front, async (shell) => await shell.ping(side.ip, 3, 100))).received, 3, 'ICMP to side, which its egress rule allows and side lets in')
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'timed out', 'TCP to back, which no egress rule allows')
 
-    await remove(outOfFront)
-    await waitFor("front-1's egress chain gone", async () => (await ruleTable(front.host)).includes('return') ? null : true, { timeoutMs: 10_000 })
+    await remove(outOfFront, front.host, 'return')
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok', 'the egress rule deleted: front-1 sends anywhere again')
-    await remove(intoSide)
-    await remove(intoBack)
+    await remove(intoSide, side.host, icmpFrom(FRONT))
+    await remove(intoBack, back.host, `dport ${PORT}`)
   })
 
   it("keeps a guest's rules through its agent's SIGKILL and restart", async () => {
@@ -157,12 +168,12 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
     assert.equal(await ruleset(), before, 'the same rules, rebuilt from its records at its start')
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok')
     assert.equal(await from(side, async (shell) => await shell.connect(back.ip, PORT)), 'timed out')
-    await remove(rule)
+    await remove(rule, back.host, `dport ${PORT}`)
   })
 
   it("keeps a guest's rules through its live migration, from the target's first packet", async () => {
     const rule = await allow({ target: { instance: 'back-1' }, protocol: 'icmp', peer: { instance: 'front-1' } })
-    await waitFor('the rule on back-1\'s host', async () => (await ruleTable(back.host)).includes('icmp') ? true : null, { timeoutMs: 10_000 })
+    await waitFor('the rule on back-1\'s host', async () => (await ruleTable(back.host)).includes(icmpFrom(front.ip)) ? true : null, { timeoutMs: 10_000 })
     const target = stack.info.hosts.map((host) => host.id).find((host) => host !== back.host)!
     const shell = await GuestConsole.open(stack, front.id)
     try {
@@ -180,7 +191,7 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
       shell.close()
     }
     assert.equal((await from(side, async (shell) => await shell.ping(back.ip, 3, 100))).received, 0, 'side-1 still kept out on the target')
-    await remove(rule)
+    await remove(rule, back.host, icmpFrom(front.ip))
   })
 
   it('sends a host the current rules at the next reconciler pass when a change never reached it', async () => {
@@ -206,7 +217,7 @@ describe('firewall rules', { timeout: 10 * 60_000 }, () => {
     assert.equal(pass.counts.segmentsReaped, undefined, 'no segment was left for the reconciler (a migrated VMM took its routed segments with it)')
     assert.ok((await ruleTable(back.host)).includes(`dport ${PORT}`), 'the host enforces the rule now')
     assert.equal(await from(front, async (shell) => await shell.connect(back.ip, PORT)), 'echo ok')
-    await remove(rule)
+    await remove(rule, back.host, `dport ${PORT}`)
     const report = await checkInvariants(stack.info)
     assert.deepEqual([...report.orphanSegments, ...report.firewallDrift, ...report.orphanTaps, ...report.notAtIntent], [])
   })
