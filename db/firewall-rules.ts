@@ -8,7 +8,9 @@
  */
 import type { FirewallDirection, FirewallProtocol } from '../domain/firewall.js'
 import type { Allowance, VmmPolicy } from '../domain/host-agent-api.js'
+import { UUID_PATTERN } from '../domain/ids.js'
 import { LIMITS } from '../domain/limits.js'
+import { findNetworkId } from './networks.js'
 import { inTransaction, type Pool, type Queryable } from './pool.js'
 
 /** Names a network or an instance of the project, as a rule's target or peer. */
@@ -67,13 +69,19 @@ async function nextGeneration (tx: Queryable): Promise<number> {
 
 /** A live network or instance of the project, by name or ID; null when there is none. */
 async function resolveRef (tx: Queryable, projectId: string, ref: RuleRef): Promise<{ column: 'network' | 'instance', id: string } | null> {
-  const [table, value, alive] = 'network' in ref ? ['networks', ref.network, 'deleted_at'] : ['instances', ref.instance, 'destroyed_at']
-  const byId = /^[0-9a-f-]{36}$/i.test(value)
+  const [column, id] = 'network' in ref
+    ? ['network', await findNetworkId(tx, projectId, ref.network)] as const
+    : ['instance', await findLiveInstanceId(tx, projectId, ref.instance)] as const
+  return id === null ? null : { column, id }
+}
+
+/** A live instance of the project, by ID or by name. */
+async function findLiveInstanceId (tx: Queryable, projectId: string, idOrName: string): Promise<string | null> {
   const { rows } = await tx.query(
-    `SELECT id FROM ${table} WHERE project_id = $1 AND ${alive} IS NULL AND ${byId ? 'id = $2::uuid' : 'name = $2'}`,
-    [projectId, value]
+    `SELECT id FROM instances WHERE project_id = $1 AND destroyed_at IS NULL AND ${UUID_PATTERN.test(idOrName) ? 'id = $2::uuid' : 'name = $2'}`,
+    [projectId, idOrName]
   )
-  return rows.length === 0 ? null : { column: 'network' in ref ? 'network' : 'instance', id: rows[0].id }
+  return rows.length === 0 ? null : rows[0].id
 }
 
 export type RuleInsertProblem = { kind: 'target-missing' } | { kind: 'peer-missing' } | { kind: 'target-full' }
@@ -187,16 +195,17 @@ export async function policiesOf (db: Queryable, instanceIds: readonly string[])
   )
   const generation = Number(rows.find((row) => row.kind === 'generation')!.generation)
   const policies = new Map<string, VmmPolicy>(instanceIds.map((id) => [id, { generation, ingress: [], egress: null, routes: [] }]))
-  for (const row of rows) {
-    const policy = policies.get(row.instance_id)
-    if (policy !== undefined && row.kind === 'egress-applies') policy.egress = []
-  }
   const byRule = new Map<string, Allowance>()
   for (const row of rows) {
     const policy = policies.get(row.instance_id)
-    if (policy === undefined || row.kind === 'egress-applies') continue
+    if (policy === undefined) continue
     if (row.kind === 'route') {
       policy.routes.push({ vni: row.vni, gateway: row.gateway })
+      continue
+    }
+    // Egress is restricted once an egress rule applies, whether or not its peer has an address.
+    if (row.kind === 'egress-applies') {
+      policy.egress ??= []
       continue
     }
     const key = `${row.instance_id as string} ${row.rule_id as string}`
@@ -204,8 +213,8 @@ export async function policiesOf (db: Queryable, instanceIds: readonly string[])
     if (allowance === undefined) {
       allowance = { protocol: row.protocol, ...(row.port_from === null ? {} : { ports: { from: row.port_from, to: row.port_to } }), peers: [] }
       byRule.set(key, allowance)
-      const allowances = row.kind === 'egress' ? policy.egress! : policy.ingress
-      allowances.push(allowance)
+      if (row.kind === 'egress') (policy.egress ??= []).push(allowance)
+      else policy.ingress.push(allowance)
     }
     allowance.peers.push(row.peer)
   }

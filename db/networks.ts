@@ -5,7 +5,7 @@
  * a network with live interfaces cannot be deleted, and none is made in a project being deleted.
  */
 import { GUEST_MTU, type NetworkOutbound } from '../domain/network-segments.js'
-import { inTransaction, type Pool } from './pool.js'
+import { inTransaction, type Pool, type Queryable } from './pool.js'
 
 export interface Network {
   id: string
@@ -87,7 +87,7 @@ export async function findNetwork (db: Pool, projectId: string, idOrName: string
  * The ID of a live network of the project, by ID or by name: what a create needs, without
  * counting the addresses in use, which grows with the instances in the network.
  */
-export async function findNetworkId (db: Pool, projectId: string, idOrName: string): Promise<string | null> {
+export async function findNetworkId (db: Queryable, projectId: string, idOrName: string): Promise<string | null> {
   const { rows } = await db.query(`SELECT n.id FROM networks n WHERE n.deleted_at IS NULL AND n.project_id = $2 AND ${matchOf(idOrName)}`, [idOrName, projectId])
   return rows.length === 0 ? null : rows[0].id
 }

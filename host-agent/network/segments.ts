@@ -107,15 +107,29 @@ export class NetworkSegments {
     })
   }
 
-  /** Joins the segment of every network the live VMMs' policies route to. */
+  /**
+   * Joins the segment of every network the live VMMs' policies route to (each network once,
+   * however many VMMs route to it); none of the host's links is listed when none does, and they
+   * are listed once when some do, those whole left alone.
+   */
   async joinRoutes (): Promise<void> {
-    for (const route of this.routes()) await this.attach(route.vni, route.gateway, async () => {})
+    const routes = new Map(this.routes().map((route) => [route.vni, route.gateway]))
+    if (routes.size === 0) return
+    const links = await this.#ip.links(['show'])
+    for (const [vni, gateway] of routes) {
+      if (!isWhole(links, vni)) await this.attach(vni, gateway, async () => {})
+    }
   }
 
-  /** Removes each of the segments (all of the host's by default) that no TAP is attached to and no route wants; returns their VNIs. */
+  /**
+   * Removes each of the segments (all of the host's by default) that no TAP is attached to and no
+   * route wants; returns their VNIs. The host's links are listed once to find them, and each is
+   * looked at again under its lock before it goes.
+   */
   async prune (vnis?: readonly number[]): Promise<number[]> {
+    const unused = (await this.list()).filter((segment) => (vnis === undefined || vnis.includes(segment.vni)) && segment.taps.length === 0 && !segment.routed)
     const pruned: number[] = []
-    for (const vni of vnis ?? (await this.list()).map((segment) => segment.vni)) {
+    for (const { vni } of unused) {
       if (await this.removeIfUnused(vni)) pruned.push(vni)
     }
     return pruned
@@ -142,10 +156,8 @@ export class NetworkSegments {
     const gatewayEnd = segmentGatewayOf(vni)
     const gatewayPort = segmentGatewayPortOf(vni)
     const links = await this.#ip.links(['show'])
+    if (isWhole(links, vni)) return
     const found = (name: string): IpLink | undefined => links.find((link) => link.ifname === name)
-    const up = (name: string): boolean => found(name)?.flags?.includes('UP') ?? false
-    const onBridge = (name: string): boolean => found(name)?.master === bridge && up(name)
-    if (onBridge(vxlan) && onBridge(gatewayPort) && up(gatewayEnd) && up(bridge)) return
     // No IPv6 on any: the gateway's link-local address would be the same on every host of the segment.
     const v4Only = (name: string): string[] => ['link', 'set', name, 'addrgenmode', 'none']
     const made = found(bridge) === undefined
@@ -155,14 +167,11 @@ export class NetworkSegments {
         ? []
         : [['link', 'add', vxlan, 'mtu', String(GUEST_MTU), 'type', 'vxlan', 'id', String(vni), 'group', segmentGroupOf(vni),
             'dev', this.underlay, 'dstport', String(VXLAN_PORT), 'ttl', '1'], v4Only(vxlan)],
-      ...found(gatewayEnd) !== undefined && found(gatewayPort) !== undefined
+      // A veth's two ends come and go together.
+      ...found(gatewayEnd) !== undefined
         ? []
-        : [
-            ...found(gatewayEnd) === undefined ? [] : [['link', 'del', 'dev', gatewayEnd]],
-            ['link', 'add', gatewayEnd, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'veth',
-              'peer', 'name', gatewayPort, 'mtu', String(GUEST_MTU)],
-            v4Only(gatewayEnd), v4Only(gatewayPort)
-          ]
+        : [['link', 'add', gatewayEnd, 'address', gatewayMacOf(vni), 'mtu', String(GUEST_MTU), 'type', 'veth',
+            'peer', 'name', gatewayPort, 'mtu', String(GUEST_MTU)], v4Only(gatewayEnd), v4Only(gatewayPort)]
     ])
     await this.#ip.exec('sysctl', ['-qw', `net.ipv4.conf.${bridge}.arp_ignore=1`, `net.ipv4.conf.${bridge}.arp_announce=2`,
       `net.ipv4.conf.${gatewayEnd}.arp_ignore=1`])
@@ -197,6 +206,14 @@ function bridgeMac (): string {
   const bytes = randomBytes(6)
   bytes[0] = 0x02
   return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join(':')
+}
+
+/** Whether the segment is whole among the host's links: its VXLAN device and gateway port on its bridge, all UP. */
+function isWhole (links: IpLink[], vni: number): boolean {
+  const bridge = segmentBridgeOf(vni)
+  const up = (name: string): IpLink | undefined => links.find((link) => link.ifname === name && (link.flags?.includes('UP') ?? false))
+  return up(segmentVxlanOf(vni))?.master === bridge && up(segmentGatewayPortOf(vni))?.master === bridge &&
+    up(segmentGatewayOf(vni)) !== undefined && up(bridge) !== undefined
 }
 
 /** The segments among the host's links. */
