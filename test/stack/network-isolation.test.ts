@@ -157,6 +157,8 @@ describe('networks that isolate', { timeout: 10 * 60_000 }, () => {
         }
       }
       assert.deepEqual(await outward(open), { ping: 3, tcp: 'echo ok' }, 'a guest with a way out')
+      // The station logs each connection on its standard output, which may reach the test a moment after the echo reached the guest.
+      await waitFor('the station to log the connection', async () => station.connectionsFrom.length > 0 ? true : null, { timeoutMs: 5_000, intervalMs: 20 })
       assert.deepEqual(station.connectionsFrom, [hostAddress], "seen from its host's address: NAT")
       const shut = await outward(closed)
       assert.equal(shut.ping, 0, 'a guest without a way out')
